@@ -1,0 +1,356 @@
+"""The ``harness`` command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from harness.errors import HarnessError
+from harness.plugins import COMPONENT_HOOKS, get_plugin_manager
+
+console = Console(stderr=True)
+stdout = Console(soft_wrap=True)
+
+
+class _Group(click.Group):
+    """Turns :class:`HarnessError` into one line on stderr and exit status 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except HarnessError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=_Group)
+@click.version_option(package_name="stark-harness")
+def cli() -> None:
+    """Evaluate retrieval on semi-structured knowledge bases (STaRK and friends)."""
+
+
+def _registry_option(func: Any) -> Any:
+    return click.option(
+        "--registry", "registry_path", type=click.Path(dir_okay=False),
+        help="registry.yaml to use (default: $HARNESS_REGISTRY, ./registry.yaml, the bundled one)",
+    )(func)
+
+
+def _echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, default=str))
+
+
+@contextmanager
+def _progress() -> Iterator[Any]:
+    """A rich progress display handing out tasks in the shape BuildContext expects."""
+    progress = Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), console=console, transient=False, disable=not console.is_terminal,
+    )
+
+    class _Task:
+        def __init__(self, description: str, total: int | None) -> None:
+            self.id = progress.add_task(description, total=total)
+
+        def advance(self, amount: int = 1) -> None:
+            progress.advance(self.id, amount)
+
+    with progress:
+        yield _Task
+
+
+@cli.command()
+@click.option("--retriever", "-r", help="registry entry or plugin retriever name")
+@click.option("--dataset", "-d", help="registry entry or plugin dataset name")
+@click.option("--split", "-s", help="query split (default from the registry, usually test)")
+@click.option("--k", type=int, help="ranking depth to retrieve and evaluate")
+@click.option("--all", "run_all", is_flag=True, help="every dataset (and its splits) in the registry")
+@click.option("--metrics", "-m", help="comma-separated, e.g. hit@1,recall@20,mrr")
+@click.option("--sample", type=float, help="evaluate a seeded random fraction of the split")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--batch-size", type=int, help="queries per search call (default: the retriever's)")
+@click.option("--output", type=click.Path(file_okay=False), default="runs", show_default=True,
+              help="where run directories (per-query results, TREC runs) go")
+@click.option("--leaderboard", "leaderboard_dir", type=click.Path(file_okay=False), default="leaderboard",
+              show_default=True)
+@click.option("--no-leaderboard", is_flag=True, help="do not write leaderboard rows")
+@click.option("--fresh", is_flag=True, help="discard earlier results of the same configuration")
+@click.option("--dry-run", is_flag=True, help="print what would run, run nothing")
+@click.option("--check", is_flag=True, help="exit 1 when a condition's expected score is missed")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@_registry_option
+def run(retriever: str | None, dataset: str | None, split: str | None, k: int | None, run_all: bool,
+        metrics: str | None, sample: float | None, seed: int, device: str, batch_size: int | None,
+        output: str, leaderboard_dir: str, no_leaderboard: bool, fresh: bool, dry_run: bool, check: bool,
+        fmt: str, registry_path: str | None) -> None:
+    """Run a retriever on a dataset split; print metrics and write a leaderboard row."""
+    from harness.registry import load_registry
+    from harness.runner import Runner, resolve
+
+    registry = load_registry(registry_path)
+    plugins = get_plugin_manager()
+    components = plugins.components
+    metric_list = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else None
+    targets: list[tuple[str | None, str | None]] = []
+    if run_all:
+        if dataset:
+            raise HarnessError("--all runs every registry dataset; drop --dataset")
+        for name, entry in registry.datasets.items():
+            for split_name in ([split] if split else entry.splits or [registry.defaults.split]):
+                targets.append((name, split_name))
+        if not targets:
+            raise HarnessError(f"{registry.source}: no datasets to run with --all")
+    else:
+        targets.append((dataset, split))
+    specs = [resolve(registry, components, retriever, d, s, k, metric_list, sample, seed) for d, s in targets]
+    if dry_run:
+        data = [{"run": spec.describe(), "retriever": spec.retriever_entry.model_dump(),
+                 "dataset": spec.dataset_entry.model_dump(), "metrics": spec.metrics,
+                 "condition": spec.condition.name if spec.condition else None} for spec in specs]
+        if fmt == "json":
+            _echo_json(data)
+        else:
+            for item in data:
+                stdout.print(f"would run {item['run']}" + (f"  [condition {item['condition']}]" if item["condition"] else ""))
+        return
+    failed = False
+    outcomes = []
+    with _progress() as task_factory:
+        runner = Runner(plugins, output_dir=output, leaderboard_dir=None if no_leaderboard else leaderboard_dir,
+                        device=device, batch_size=batch_size, progress=task_factory, fresh=fresh)
+        for spec in specs:
+            console.print(f"[bold]running[/bold] {spec.describe()}")
+            outcome = runner.run(spec)
+            outcomes.append(outcome)
+            failed |= any(not c.ok for c in outcome.checks)
+    if fmt == "json":
+        _echo_json([{"row": o.row.model_dump(mode="json"), "run_dir": str(o.run_dir),
+                     "row_path": str(o.row_path) if o.row_path else None,
+                     "checks": [{"metric": c.metric, "expected": c.expected, "actual": c.actual,
+                                 "ok": c.ok} for c in o.checks]} for o in outcomes])
+    else:
+        for outcome in outcomes:
+            _print_outcome(outcome)
+    if check and failed:
+        sys.exit(1)
+
+
+def _print_outcome(outcome: Any) -> None:
+    row = outcome.row
+    table = Table(title=f"{outcome.spec.describe()} — {row.num_queries} queries")
+    for name in row.metrics:
+        table.add_column(name, justify="right")
+    table.add_row(*(f"{100 * v:.2f}" for v in row.metrics.values()))
+    stdout.print(table)
+    stdout.print(
+        f"latency/query {row.latency.mean_ms:.2f} ms (p50 {row.latency.p50_ms:.2f}, p95 {row.latency.p95_ms:.2f}); "
+        f"index build {row.index_build_seconds:.2f} s; total {row.total_seconds:.2f} s"
+        + (f"; resumed {outcome.resumed_queries} queries" if outcome.resumed_queries else "")
+    )
+    stdout.print(f"run files: {outcome.run_dir}" + (f"\nleaderboard row: {outcome.row_path}" if outcome.row_path else ""))
+    for check in outcome.checks:
+        actual = "missing" if check.actual is None else f"{check.actual:.4f}"
+        diff = "" if check.actual is None else f" ({check.actual - check.expected:+.4f})"
+        status = "[green]OK[/green]" if check.ok else "[red]FAIL[/red]"
+        stdout.print(f"{status} {check.metric}: expected {check.expected:.4f} ± {check.tolerance}, got {actual}{diff}")
+
+
+@cli.command(name="list")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@_registry_option
+def list_(fmt: str, registry_path: str | None) -> None:
+    """Datasets, retrievers, metrics and conditions known to the registry and plugins."""
+    from harness.registry import load_registry
+
+    registry = load_registry(registry_path)
+    components = get_plugin_manager().components
+    data: dict[str, Any] = {"registry": registry.source, "datasets": {}, "retrievers": {}, "metrics": [],
+                            "synthesis_stages": sorted(components.by_kind.get("synthesis stage", {})),
+                            "conditions": []}
+    for name, entry in registry.datasets.items():
+        data["datasets"][name] = {"plugin": entry.plugin, "params": entry.params, "splits": entry.splits}
+    for name in components.by_kind.get("dataset", {}):
+        data["datasets"].setdefault(name, {"plugin": name, "params": {}, "splits": []})
+    for name, rentry in registry.retrievers.items():
+        data["retrievers"][name] = {"plugin": rentry.plugin, "params": rentry.params,
+                                    "first_stage": rentry.first_stage}
+    for name in components.by_kind.get("retriever", {}):
+        data["retrievers"].setdefault(name, {"plugin": name, "params": {}, "first_stage": None})
+    for family, metric in sorted(components.by_kind.get("metric", {}).items()):
+        data["metrics"].append(f"{family}@k" if metric.requires_k else (f"{family}[@k]" if metric.takes_k else family))
+    for condition in registry.conditions:
+        data["conditions"].append(condition.model_dump())
+    if fmt == "json":
+        _echo_json(data)
+        return
+    stdout.print(f"[dim]registry: {registry.source}[/dim]")
+    for kind in ("datasets", "retrievers"):
+        table = Table(title=kind)
+        table.add_column("name")
+        table.add_column("plugin")
+        table.add_column("details")
+        for name, info in data[kind].items():
+            details = {k: v for k, v in info.items() if k != "plugin" and v}
+            table.add_row(name, info["plugin"], json.dumps(details) if details else "")
+        stdout.print(table)
+    stdout.print("metrics: " + ", ".join(data["metrics"]))
+    if data["synthesis_stages"]:
+        stdout.print("synthesis stages: " + ", ".join(data["synthesis_stages"]))
+    table = Table(title="conditions")
+    for column in ("name", "retriever", "dataset", "split", "expected"):
+        table.add_column(column)
+    for c in registry.conditions:
+        expected = ", ".join(f"{m}={v:.4f}" for m, v in c.expected.items())
+        table.add_row(c.name, c.retriever, c.dataset, c.split, f"{expected} (±{c.tolerance})" if expected else "")
+    stdout.print(table)
+
+
+@cli.command()
+@click.option("--hook", help="only plugins implementing this hook")
+def plugins(hook: str | None) -> None:
+    """Installed plugins and the hooks they implement, as JSON."""
+    manager = get_plugin_manager()
+    known = [*COMPONENT_HOOKS, "register_commands"]
+    if hook is not None and hook not in known:
+        raise HarnessError(f"unknown hook {hook!r}; hooks: {', '.join(known)}")
+    _echo_json(manager.describe(hook))
+
+
+@cli.group()
+def leaderboard() -> None:
+    """Show the leaderboard and its row schema."""
+
+
+@leaderboard.command()
+@click.argument("path", required=False, default="leaderboard", type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table", show_default=True)
+@click.option("--metrics", "-m", help="columns to show, comma-separated")
+@click.option("--dataset", help="only this dataset")
+def show(path: str, fmt: str, metrics: str | None, dataset: str | None) -> None:
+    """The leaderboard (a directory or a JSON file of rows) as a table."""
+    from harness.leaderboard import markdown_table, read_rows, table_rows
+
+    rows = read_rows(Path(path))
+    if dataset:
+        rows = [r for r in rows if r.dataset.name == dataset]
+    metric_list = [m.strip() for m in metrics.split(",")] if metrics else None
+    if fmt == "json":
+        _echo_json([r.model_dump(mode="json") for r in rows])
+    elif fmt == "markdown":
+        click.echo(markdown_table(rows, metric_list), nl=False)
+    else:
+        header, cells = table_rows(rows, metric_list)
+        table = Table(title=f"leaderboard ({len(rows)} rows, metrics ×100)")
+        for column in header:
+            table.add_column(column, justify="right" if column not in ("dataset", "split", "retriever", "regime") else "left")
+        for cell in cells:
+            table.add_row(*cell)
+        stdout.print(table)
+
+
+@leaderboard.command()
+def schema() -> None:
+    """Print the JSON Schema of a leaderboard row."""
+    from harness.leaderboard import json_schema
+
+    _echo_json(json_schema())
+
+
+@cli.command(name="evaluate")
+@click.option("--run", "run_file", required=True, type=click.Path(exists=True, dir_okay=False), help="TREC run file")
+@click.option("--qrels", required=True, type=click.Path(exists=True, dir_okay=False), help="TREC qrels file")
+@click.option("--metrics", "-m", default="hit@1,hit@5,recall@20,mrr,map@100,ndcg@10", show_default=True)
+@click.option("--per-query", is_flag=True, help="also print every query's values")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def evaluate_cmd(run_file: str, qrels: str, metrics: str, per_query: bool, fmt: str) -> None:
+    """Score a TREC run against TREC qrels with the harness's metric definitions.
+
+    Every query in the qrels is evaluated; a query missing from the run scores 0.
+    """
+    from harness.metrics import evaluate, hit_matrix, means, parse_metrics
+    from harness.trec import read_qrels, read_run
+
+    metric_objs = parse_metrics(metrics, get_plugin_manager().components.by_kind["metric"])
+    rankings, judgements = read_run(run_file), read_qrels(qrels)
+    qids = sorted(judgements)
+    if not qids:
+        raise HarnessError(f"{qrels}: no judgements")
+    vocabulary: dict[str, int] = {}
+
+    def encode(docs: Any) -> list[int]:
+        return [vocabulary.setdefault(d, len(vocabulary)) for d in docs]
+
+    hits, n_relevant = hit_matrix([encode(rankings.get(q, [])) for q in qids], [encode(judgements[q]) for q in qids])
+    values = evaluate(metric_objs, hits, n_relevant)
+    summary = {
+        "queries": len(qids),
+        "queries_missing_from_run": sum(1 for q in qids if q not in rankings),
+        "run_queries_without_qrels": sum(1 for q in rankings if q not in judgements),
+        "metrics": means(values),
+    }
+    if per_query:
+        summary["per_query"] = {q: {m: float(v[i]) for m, v in values.items()} for i, q in enumerate(qids)}
+    if fmt == "json":
+        _echo_json(summary)
+        return
+    table = Table(title=f"{run_file}: {len(qids)} queries")
+    for name in summary["metrics"]:
+        table.add_column(name, justify="right")
+    table.add_row(*(f"{v:.4f}" for v in summary["metrics"].values()))
+    stdout.print(table)
+    if summary["queries_missing_from_run"]:
+        stdout.print(f"{summary['queries_missing_from_run']} qrels queries are missing from the run (scored 0)")
+
+
+@cli.command()
+@click.argument("dataset")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@_registry_option
+def describe(dataset: str, fmt: str, registry_path: str | None) -> None:
+    """Counts for a dataset: nodes and edges by type, candidates, queries per split."""
+    from harness.registry import load_registry
+    from harness.runner import resolve_dataset
+
+    registry = load_registry(registry_path)
+    components = get_plugin_manager().components
+    entry = resolve_dataset(registry, components, dataset)
+    cls = components.get("dataset", entry.plugin)
+    info = cls(**entry.params).describe()
+    if fmt == "json":
+        _echo_json(info)
+        return
+    stdout.print(f"[bold]{dataset}[/bold]")
+    for key, value in info.items():
+        if isinstance(value, dict):
+            table = Table(title=key)
+            table.add_column("type")
+            table.add_column("count", justify="right")
+            for name, count in value.items():
+                table.add_row(str(name), f"{count:,}" if isinstance(count, int) else str(count))
+            stdout.print(table)
+        else:
+            stdout.print(f"{key}: {value:,}" if isinstance(value, int) else f"{key}: {value}")
+
+
+def main() -> None:
+    """Entry point: add plugin commands, then run the CLI."""
+    manager = get_plugin_manager()
+    manager.add_commands(cli)
+    for failure in manager.failures:
+        if failure.hook in (None, "register_commands"):
+            console.print(f"[yellow]warning:[/yellow] plugin {failure.plugin!r} failed to load: {failure.error}")
+    cli()
+
+
+if __name__ == "__main__":
+    main()

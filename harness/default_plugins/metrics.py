@@ -1,0 +1,13 @@
+"""The built-in metrics, registered through the same hook third-party metrics use."""
+
+from __future__ import annotations
+
+from harness.hookspecs import hookimpl
+from harness.metrics import BUILTIN_METRICS
+from harness.plugins import Register
+
+
+@hookimpl
+def register_metrics(register: Register) -> None:
+    for metric in BUILTIN_METRICS:
+        register(metric)

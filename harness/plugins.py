@@ -1,0 +1,202 @@
+"""Finding and loading plugins.
+
+Plugins are found through the ``harness`` entry-point group, first-party and third-party
+alike. ``HARNESS_PLUGINS`` (comma-separated entry-point names) restricts which load;
+an empty value loads none. A plugin that fails to import, or raises inside a hook, is
+recorded with its error and skipped; the others keep working.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import pluggy
+
+from harness import hookspecs
+from harness.dataset import Dataset
+from harness.errors import HarnessError
+from harness.metrics import Metric
+from harness.retriever import Retriever
+from harness.synthesis import SynthesisStage
+
+ENTRY_POINT_GROUP = "harness"
+ENV_VAR = "HARNESS_PLUGINS"
+DEFAULT_PLUGINS = ("harness.default_plugins.metrics",)
+
+#: hook name -> (base class its components must subclass, kind shown in messages)
+COMPONENT_HOOKS: dict[str, tuple[type[Any], str]] = {
+    "register_datasets": (Dataset, "dataset"),
+    "register_retrievers": (Retriever, "retriever"),
+    "register_metrics": (Metric, "metric"),
+    "register_synthesis_stages": (SynthesisStage, "synthesis stage"),
+}
+
+
+@dataclass
+class PluginFailure:
+    plugin: str
+    error: str
+    hook: str | None = None
+
+
+@dataclass
+class Components:
+    """Everything plugins registered, by kind and name, with who registered it."""
+
+    by_kind: dict[str, dict[str, type[Any]]] = field(default_factory=dict)
+    owner: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def get(self, kind: str, name: str) -> type[Any]:
+        found = self.by_kind.get(kind, {})
+        if name not in found:
+            known = ", ".join(sorted(found)) or "none installed"
+            raise HarnessError(f"unknown {kind} {name!r}; known: {known}")
+        return found[name]
+
+
+class PluginManager:
+    """Wraps a pluggy manager: loads entry points defensively, collects components."""
+
+    def __init__(self, load_entry_points: bool = True) -> None:
+        self.pm = pluggy.PluginManager("harness")
+        self.pm.add_hookspecs(hookspecs)
+        self.failures: list[PluginFailure] = []
+        self.distributions: dict[str, str] = {}
+        self._components: Components | None = None
+        for module_name in DEFAULT_PLUGINS:
+            self.pm.register(importlib.import_module(module_name), name=module_name)
+        if load_entry_points:
+            self._load_entry_points()
+
+    def _load_entry_points(self) -> None:
+        allowed = os.environ.get(ENV_VAR)
+        allow = None if allowed is None else {n.strip() for n in allowed.split(",") if n.strip()}
+        for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            if allow is not None and entry_point.name not in allow:
+                continue
+            if self.pm.has_plugin(entry_point.name):
+                continue
+            try:
+                plugin = entry_point.load()
+            except Exception as exc:  # a broken plugin must not take the others down
+                self.failures.append(PluginFailure(entry_point.name, _describe(exc)))
+                continue
+            self.register(plugin, entry_point.name)
+            if entry_point.dist is not None:
+                self.distributions[entry_point.name] = f"{entry_point.dist.name} {entry_point.dist.version}"
+
+    def register(self, plugin: ModuleType | object, name: str) -> None:
+        """Register a plugin object (a module or any object with ``@hookimpl`` methods)."""
+        try:
+            self.pm.register(plugin, name=name)
+        except Exception as exc:
+            self.failures.append(PluginFailure(name, _describe(exc)))
+        self._components = None
+
+    def unregister(self, name: str) -> None:
+        self.pm.unregister(name=name)
+        self._components = None
+
+    @property
+    def components(self) -> Components:
+        if self._components is None:
+            self._components = self._collect()
+        return self._components
+
+    def _collect(self) -> Components:
+        components = Components()
+        self.failures = [f for f in self.failures if f.hook is None]
+        for hook_name, (base, kind) in COMPONENT_HOOKS.items():
+            registered = components.by_kind.setdefault(kind, {})
+            for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
+                plugin_name = impl.plugin_name
+                staged: dict[str, type[Any]] = {}
+
+                def register(component: type[Any], _kind: str = kind, _base: type[Any] = base,
+                             _staged: dict[str, type[Any]] = staged) -> None:
+                    if not (isinstance(component, type) and issubclass(component, _base)):
+                        raise TypeError(f"{component!r} is not a subclass of {_base.__name__}")
+                    key = _component_name(component)
+                    if not key:
+                        raise TypeError(f"{component.__name__} has no name")
+                    _staged[key] = component
+
+                try:
+                    impl.function(register=register)
+                except Exception as exc:
+                    self.failures.append(PluginFailure(plugin_name, _describe(exc), hook_name))
+                    continue
+                for key, component in staged.items():
+                    if key in registered:
+                        owner = components.owner[(kind, key)]
+                        self.failures.append(PluginFailure(
+                            plugin_name, f"{kind} {key!r} is already registered by {owner}", hook_name))
+                        continue
+                    registered[key] = component
+                    components.owner[(kind, key)] = plugin_name
+        return components
+
+    def add_commands(self, cli: Any) -> None:
+        for impl in self.pm.hook.register_commands.get_hookimpls():
+            try:
+                impl.function(cli=cli)
+            except Exception as exc:
+                self.failures.append(PluginFailure(impl.plugin_name, _describe(exc), "register_commands"))
+
+    def describe(self, hook: str | None = None) -> list[dict[str, Any]]:
+        """Installed plugins and the hooks they implement (``harness plugins``)."""
+        self.components  # noqa: B018 - collecting records hook failures
+        rows = []
+        for name, plugin in self.pm.list_name_plugin():
+            hooks = sorted(impl.name for impl in self.pm.get_hookcallers(plugin) or [])
+            if hook is not None and hook not in hooks:
+                continue
+            row: dict[str, Any] = {"name": name, "hooks": hooks}
+            if name in self.distributions:
+                row["package"] = self.distributions[name]
+            if name in DEFAULT_PLUGINS:
+                row["builtin"] = True
+            errors = [f.error for f in self.failures if f.plugin == name]
+            if errors:
+                row["errors"] = errors
+            rows.append(row)
+        for failure in self.failures:
+            if failure.hook is None and hook is None:
+                rows.append({"name": failure.plugin, "hooks": [], "errors": [failure.error]})
+        return rows
+
+
+def _component_name(component: type[Any]) -> str:
+    return getattr(component, "family", None) or getattr(component, "name", "")
+
+
+def _describe(exc: BaseException) -> str:
+    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    where = f" ({frame.filename}:{frame.lineno})" if frame else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+_manager: PluginManager | None = None
+
+
+def get_plugin_manager() -> PluginManager:
+    """The process-wide plugin manager, created on first use."""
+    global _manager
+    if _manager is None:
+        _manager = PluginManager()
+    return _manager
+
+
+def reset_plugin_manager() -> None:
+    """Forget the process-wide manager (tests, or after changing ``HARNESS_PLUGINS``)."""
+    global _manager
+    _manager = None
+
+
+Register = Callable[[type[Any]], None]

@@ -1,0 +1,130 @@
+"""The retriever interface.
+
+A retriever is built once from an SKB (``build``: indexing, encoding; the runner times it),
+then asked for the top-k of a batch of queries at a time (``search``). A reranker is a
+retriever that reorders the candidates of a first-stage retriever; the runner composes them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from harness.queries import Query
+from harness.skb import SKB
+
+Regime = Literal["zero-shot", "trained", "llm-at-query-time"]
+
+
+@dataclass
+class Ranking:
+    """Node ids, best first, and their scores (higher is better)."""
+
+    ids: np.ndarray
+    scores: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.ids = np.asarray(self.ids, dtype=np.int64).reshape(-1)
+        self.scores = np.asarray(self.scores, dtype=np.float64).reshape(-1)
+        if len(self.ids) != len(self.scores):
+            raise ValueError(f"ranking has {len(self.ids)} ids but {len(self.scores)} scores")
+
+    def top(self, k: int) -> Ranking:
+        return Ranking(self.ids[:k], self.scores[:k])
+
+
+ProgressFactory = Callable[[str, int | None], "ProgressTask"]
+
+
+class ProgressTask:
+    """A handle to advance one progress bar; the no-op default keeps plugins UI-agnostic."""
+
+    def advance(self, amount: int = 1) -> None:  # noqa: B027 - deliberately a no-op
+        """Mark ``amount`` more units done."""
+
+
+@dataclass
+class BuildContext:
+    """What the runner hands a retriever at build time.
+
+    Attributes:
+        cache_dir: a directory the retriever may keep caches in (indexes, embeddings);
+            key file names by content (see ``harness.io.stable_hash``).
+        device: "cpu" or "cuda" (already resolved from ``--device auto``).
+        progress: ``progress(description, total)`` returns a task to ``advance()``.
+    """
+
+    cache_dir: Path
+    device: str = "cpu"
+    progress: ProgressFactory = field(default=lambda description, total: ProgressTask())
+
+    @contextmanager
+    def task(self, description: str, total: int | None = None) -> Iterator[ProgressTask]:
+        yield self.progress(description, total)
+
+    def track(self, items: Iterable[Any], description: str, total: int | None = None) -> Iterator[Any]:
+        """Iterate ``items`` while advancing a progress bar."""
+        task = self.progress(description, total)
+        for item in items:
+            yield item
+            task.advance()
+
+
+class Retriever(ABC):
+    """Base class for retrievers. Subclass, set ``name``, implement ``build`` and ``search``.
+
+    Class attributes:
+        name: the name users type (``--retriever NAME``) and registry entries refer to.
+        version: bump when a change alters results; it goes into leaderboard rows.
+        regime: "zero-shot", "trained" (``fit`` is called with the train split first),
+            or "llm-at-query-time".
+        batch_size: how many queries ``search`` receives at once by default.
+
+    Constructor keyword arguments are the retriever's parameters (from ``registry.yaml``
+    or defaults); they are recorded in leaderboard rows and configuration hashes, so
+    accept only JSON-serialisable values.
+    """
+
+    name: ClassVar[str]
+    version: ClassVar[str] = "0"
+    regime: ClassVar[Regime] = "zero-shot"
+    batch_size: ClassVar[int] = 64
+
+    def __init__(self, **params: Any) -> None:
+        self.params = params
+
+    def fit(self, skb: SKB, train: Sequence[Query], context: BuildContext) -> None:  # noqa: B027
+        """Train on the dataset's train split (called only when ``regime == "trained"``)."""
+
+    @abstractmethod
+    def build(self, skb: SKB, context: BuildContext) -> None:
+        """Prepare to search ``skb``'s candidates (index, encode); may use caches."""
+
+    @abstractmethod
+    def search(self, queries: Sequence[Query], k: int) -> list[Ranking]:
+        """Return, for each query in order, at most ``k`` candidate ids with scores."""
+
+    def usage(self) -> dict[str, Any]:
+        """Resources spent so far (tokens, cost in USD, API calls); recorded in the row."""
+        return {}
+
+
+class Reranker(Retriever):
+    """A retriever that reorders another retriever's candidates.
+
+    The runner calls ``rerank`` with the first stage's rankings (``candidates`` of them per
+    query, configured in the registry). ``search`` is not used for rerankers.
+    """
+
+    def search(self, queries: Sequence[Query], k: int) -> list[Ranking]:
+        raise TypeError(f"{self.name} is a reranker; the runner calls rerank()")
+
+    @abstractmethod
+    def rerank(self, queries: Sequence[Query], candidates: Sequence[Ranking], k: int) -> list[Ranking]:
+        """Return, for each query, at most ``k`` of its candidates, re-scored and re-sorted."""

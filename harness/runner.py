@@ -1,0 +1,480 @@
+"""Running a retriever on a dataset split: resolve, build, search, evaluate, record.
+
+A run lives in its own directory, named by the hash of its configuration::
+
+    results.jsonl    one line per query as it completes (the resume log)
+    build.json       index build time
+    per_query.jsonl  per-query metrics, written at the end
+    run.trec         the rankings as a TREC run file
+
+Re-running the same configuration resumes: queries already in ``results.jsonl`` are not
+searched again, and a line cut short by an interruption is discarded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import harness
+from harness.dataset import Dataset
+from harness.errors import HarnessError
+from harness.io import atomic_write, stable_hash, write_json
+from harness.leaderboard import ComponentInfo, Hardware, Latency, LeaderboardRow, Versions, write_row
+from harness.metrics import DEFAULT_METRICS, METRICS_VERSION, evaluate, hit_matrix, means, parse_metrics
+from harness.plugins import Components, PluginManager
+from harness.queries import Query, sample
+from harness.registry import Condition, DatasetEntry, Registry, RetrieverEntry
+from harness.retriever import BuildContext, ProgressFactory, ProgressTask, Ranking, Reranker, Retriever
+from harness.skb import SKB
+from harness.trec import write_run
+
+
+@dataclass
+class RunSpec:
+    """A fully resolved run: every name looked up, every default filled in."""
+
+    retriever: str
+    retriever_entry: RetrieverEntry
+    dataset: str
+    dataset_entry: DatasetEntry
+    split: str
+    k: int
+    metrics: list[str]
+    first_stage: str | None = None
+    first_stage_entry: RetrieverEntry | None = None
+    sample: float | None = None
+    seed: int = 0
+    condition: Condition | None = None
+
+    def describe(self) -> str:
+        chain = f"{self.first_stage} → {self.retriever}" if self.first_stage else self.retriever
+        extra = f", {self.sample:.0%} sample" if self.sample else ""
+        return f"{chain} on {self.dataset}/{self.split} (k={self.k}{extra})"
+
+
+@dataclass
+class CheckResult:
+    metric: str
+    expected: float
+    actual: float | None
+    tolerance: float
+
+    @property
+    def ok(self) -> bool:
+        return self.actual is not None and abs(self.actual - self.expected) <= self.tolerance + 1e-12
+
+
+@dataclass
+class RunOutcome:
+    spec: RunSpec
+    row: LeaderboardRow
+    run_dir: Path
+    row_path: Path | None
+    resumed_queries: int
+    checks: list[CheckResult] = field(default_factory=list)
+
+
+def resolve_retriever(registry: Registry, components: Components, name: str) -> RetrieverEntry:
+    if name in registry.retrievers:
+        entry = registry.retrievers[name]
+        components.get("retriever", entry.plugin)
+        return entry
+    if name in components.by_kind.get("retriever", {}):
+        return RetrieverEntry(plugin=name)
+    known = sorted(set(registry.retrievers) | set(components.by_kind.get("retriever", {})))
+    raise HarnessError(f"unknown retriever {name!r}; known: {', '.join(known) or 'none'}")
+
+
+def resolve_dataset(registry: Registry, components: Components, name: str) -> DatasetEntry:
+    if name in registry.datasets:
+        entry = registry.datasets[name]
+        components.get("dataset", entry.plugin)
+        return entry
+    if name in components.by_kind.get("dataset", {}):
+        return DatasetEntry(plugin=name)
+    known = sorted(set(registry.datasets) | set(components.by_kind.get("dataset", {})))
+    raise HarnessError(f"unknown dataset {name!r}; known: {', '.join(known) or 'none'}")
+
+
+def resolve(
+    registry: Registry,
+    components: Components,
+    retriever: str | None = None,
+    dataset: str | None = None,
+    split: str | None = None,
+    k: int | None = None,
+    metrics: Sequence[str] | None = None,
+    sample_fraction: float | None = None,
+    seed: int = 0,
+) -> RunSpec:
+    """Fill in defaults from the registry and check every name exists."""
+    retriever = retriever or registry.defaults.retriever
+    dataset = dataset or registry.defaults.dataset
+    if retriever is None:
+        raise HarnessError("no retriever given and the registry names no default (--retriever NAME)")
+    if dataset is None:
+        raise HarnessError("no dataset given and the registry names no default (--dataset NAME)")
+    split = split or registry.defaults.split
+    condition = registry.condition_for(retriever, dataset, split)
+    k = k if k is not None else (condition.k if condition else registry.defaults.k)
+    if k <= 0:
+        raise HarnessError(f"k must be a positive integer, got {k}")
+    metric_names = list(metrics or registry.defaults.metrics or DEFAULT_METRICS)
+    parse_metrics(metric_names, components.by_kind.get("metric", {}))  # fail early on typos
+    if sample_fraction is None and condition is not None:
+        sample_fraction = condition.sample
+    entry = resolve_retriever(registry, components, retriever)
+    first_stage_entry = None
+    plugin = components.get("retriever", entry.plugin)
+    if issubclass(plugin, Reranker):
+        if entry.first_stage is None:
+            raise HarnessError(f"retriever {retriever!r} is a reranker; give it a first_stage in the registry")
+        first_stage_entry = resolve_retriever(registry, components, entry.first_stage)
+    return RunSpec(
+        retriever=retriever,
+        retriever_entry=entry,
+        dataset=dataset,
+        dataset_entry=resolve_dataset(registry, components, dataset),
+        split=split,
+        k=k,
+        metrics=metric_names,
+        first_stage=entry.first_stage if first_stage_entry else None,
+        first_stage_entry=first_stage_entry,
+        sample=sample_fraction,
+        seed=seed,
+        condition=condition,
+    )
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` → ``cuda`` when torch sees a GPU, else ``cpu``."""
+    if device not in ("auto", "cpu", "cuda"):
+        raise HarnessError(f"--device must be auto, cpu or cuda, not {device!r}")
+    if device == "cpu":
+        return device
+    try:
+        import torch
+
+        available = torch.cuda.is_available()
+    except ImportError:
+        available = False
+    if device == "cuda" and not available:
+        raise HarnessError("--device cuda: no CUDA device is available (torch missing or no GPU)")
+    return "cuda" if available else "cpu"
+
+
+def check_answers(skb: SKB, queries: Sequence[Query], where: str) -> int:
+    """Refuse answer ids that are not nodes; return how many queries have no candidate answer."""
+    bad = [(q.id, a) for q in queries for a in q.answer_ids if not 0 <= a < skb.num_nodes]
+    if bad:
+        shown = ", ".join(f"query {qid}: {aid}" for qid, aid in bad[:5])
+        raise HarnessError(f"{where}: {len(bad)} answer ids are not nodes of SKB {skb.name!r} ({shown})")
+    return sum(1 for q in queries if not skb.is_candidate(np.asarray(q.answer_ids)).any())
+
+
+class Runner:
+    """Executes :class:`RunSpec`s; holds loaded datasets so ``--all`` loads each once."""
+
+    def __init__(
+        self,
+        plugins: PluginManager,
+        output_dir: str | Path = "runs",
+        leaderboard_dir: str | Path | None = "leaderboard",
+        device: str = "auto",
+        batch_size: int | None = None,
+        progress: ProgressFactory | None = None,
+        cache_dir: str | Path | None = None,
+        fresh: bool = False,
+    ) -> None:
+        from harness.io import cache_root
+
+        self.plugins = plugins
+        self.output_dir = Path(output_dir)
+        self.leaderboard_dir = Path(leaderboard_dir) if leaderboard_dir is not None else None
+        self.device = resolve_device(device)
+        self.batch_size = batch_size
+        self.progress: ProgressFactory = progress or (lambda description, total: ProgressTask())
+        self.cache_dir = Path(cache_dir) if cache_dir else cache_root()
+        self.fresh = fresh
+        self._datasets: dict[str, Dataset] = {}
+        if batch_size is not None and batch_size <= 0:
+            raise HarnessError(f"--batch-size must be positive, got {batch_size}")
+
+    # -- components ------------------------------------------------------------------
+    def dataset(self, name: str, entry: DatasetEntry) -> Dataset:
+        if name not in self._datasets:
+            cls = self.plugins.components.get("dataset", entry.plugin)
+            self._datasets[name] = _construct(cls, entry.params, f"dataset {name!r}")
+        return self._datasets[name]
+
+    def _component_info(self, kind: str, name: str, plugin: str, params: dict[str, Any]) -> ComponentInfo:
+        components = self.plugins.components
+        cls = components.get(kind, plugin)
+        owner = components.owner[(kind, plugin)]
+        return ComponentInfo(
+            name=name, plugin=plugin, params=params, version=str(getattr(cls, "version", "0")),
+            package=self.plugins.distributions.get(owner),
+        )
+
+    # -- running ---------------------------------------------------------------------
+    def run(self, spec: RunSpec) -> RunOutcome:
+        started = time.perf_counter()
+        dataset = self.dataset(spec.dataset, spec.dataset_entry)
+        queries = dataset.load_queries().split(spec.split)
+        if spec.sample:
+            queries = sample(queries, spec.sample, spec.seed)
+        if not queries:
+            raise HarnessError(f"dataset {spec.dataset!r}, split {spec.split!r} has no queries")
+        skb = dataset.load_skb()
+        no_candidate_answer = check_answers(skb, queries, f"dataset {spec.dataset!r}, split {spec.split!r}")
+
+        retriever_info = self._component_info("retriever", spec.retriever, spec.retriever_entry.plugin,
+                                              spec.retriever_entry.params)
+        first_info = None
+        if spec.first_stage and spec.first_stage_entry:
+            first_info = self._component_info("retriever", spec.first_stage, spec.first_stage_entry.plugin,
+                                              spec.first_stage_entry.params)
+        dataset_info = self._component_info("dataset", spec.dataset, spec.dataset_entry.plugin,
+                                            spec.dataset_entry.params)
+        config = {
+            "retriever": retriever_info.model_dump(exclude={"package"}),
+            "first_stage": first_info.model_dump(exclude={"package"}) if first_info else None,
+            "candidates": spec.retriever_entry.candidates if first_info else None,
+            "dataset": dataset_info.model_dump(exclude={"package"}),
+            "skb": skb.fingerprint,
+            "split": spec.split,
+            "sample": spec.sample,
+            "seed": spec.seed if spec.sample else None,
+            "k": spec.k,
+            "metrics_version": METRICS_VERSION,
+        }
+        config_hash = stable_hash(config)
+        run_dir = self.output_dir / f"{spec.dataset}-{spec.split}-{spec.retriever}-{config_hash}"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_json(run_dir / "config.json", config)
+        results_path = run_dir / "results.jsonl"
+        if self.fresh and results_path.exists():
+            results_path.unlink()
+        done = _read_results(results_path, {q.id for q in queries})
+        pending = [q for q in queries if q.id not in done]
+
+        build_path = run_dir / "build.json"
+        build_seconds = json.loads(build_path.read_text())["seconds"] if build_path.exists() else 0.0
+        retriever_obj: Retriever | None = None
+        usage: dict[str, Any] = {}
+        if pending:
+            context = BuildContext(cache_dir=self.cache_dir, device=self.device, progress=self.progress)
+            build_started = time.perf_counter()
+            first_obj = None
+            if first_info and spec.first_stage_entry:
+                first_obj = self._build(first_info, skb, dataset, context)
+            retriever_obj = self._build(retriever_info, skb, dataset, context)
+            build_seconds = time.perf_counter() - build_started
+            write_json(build_path, {"seconds": build_seconds})
+            self._search(spec, retriever_obj, first_obj, pending, results_path)
+            usage = retriever_obj.usage()
+            if first_obj is not None:
+                for key, value in first_obj.usage().items():
+                    usage.setdefault(f"first_stage.{key}", value)
+            done = _read_results(results_path, {q.id for q in queries})
+
+        missing = [q.id for q in queries if q.id not in done]
+        if missing:
+            raise HarnessError(f"run {run_dir}: {len(missing)} queries have no results (first: {missing[:5]})")
+        ordered = [done[q.id] for q in queries]
+        metric_objs = parse_metrics(spec.metrics, self.plugins.components.by_kind["metric"])
+        hits, n_relevant = hit_matrix(
+            [np.asarray(r["ids"], dtype=np.int64) for r in ordered],
+            [q.answer_ids for q in queries],
+            _candidate_mask(skb),
+        )
+        per_query = evaluate(metric_objs, hits, n_relevant)
+        self._write_outputs(run_dir, spec, queries, ordered, per_query)
+
+        latencies = np.asarray([r["latency_ms"] for r in ordered], dtype=np.float64)
+        regime = (retriever_obj or self.plugins.components.get("retriever", spec.retriever_entry.plugin)).regime
+        row = LeaderboardRow(
+            retriever=retriever_info,
+            first_stage=first_info,
+            dataset=dataset_info,
+            dataset_fingerprint=skb.fingerprint,
+            split=spec.split,
+            num_queries=len(queries),
+            queries_without_candidate_answers=no_candidate_answer,
+            sample=spec.sample,
+            k=spec.k,
+            metrics=means(per_query),
+            latency=Latency(
+                mean_ms=float(latencies.mean()),
+                p50_ms=float(np.percentile(latencies, 50)),
+                p95_ms=float(np.percentile(latencies, 95)),
+                batch_size=int(ordered[0].get("batch_size", 1)),
+            ),
+            index_build_seconds=round(build_seconds, 4),
+            total_seconds=round(time.perf_counter() - started, 4),
+            regime=regime,
+            usage=usage,
+            hardware=hardware(self.device),
+            versions=versions(),
+            config_hash=config_hash,
+            timestamp=datetime.now(UTC),
+            run_dir=os.path.relpath(run_dir) if not run_dir.is_absolute() else str(run_dir),
+        )
+        path = write_row(self.leaderboard_dir, row) if self.leaderboard_dir is not None else None
+        checks = []
+        if spec.condition is not None:
+            for metric, expected in spec.condition.expected.items():
+                checks.append(CheckResult(metric, expected, row.metrics.get(metric), spec.condition.tolerance))
+        return RunOutcome(spec, row, run_dir, path, len(queries) - len(pending), checks)
+
+    def _build(self, info: ComponentInfo, skb: SKB, dataset: Dataset, context: BuildContext) -> Retriever:
+        cls = self.plugins.components.get("retriever", info.plugin)
+        retriever: Retriever = _construct(cls, info.params, f"retriever {info.name!r}")
+        if retriever.regime == "trained":
+            queries = dataset.load_queries()
+            if "train" not in queries.split_names:
+                raise HarnessError(f"retriever {info.name!r} needs a train split; {dataset.name!r} has none")
+            retriever.fit(skb, queries.split("train"), context)
+        retriever.build(skb, context)
+        return retriever
+
+    def _search(
+        self,
+        spec: RunSpec,
+        retriever: Retriever,
+        first_stage: Retriever | None,
+        pending: list[Query],
+        results_path: Path,
+    ) -> None:
+        batch_size = self.batch_size or (first_stage or retriever).batch_size
+        task = self.progress(f"search {spec.retriever}", len(pending))
+        with results_path.open("a", encoding="utf-8") as log:
+            for start in range(0, len(pending), batch_size):
+                batch = pending[start : start + batch_size]
+                began = time.perf_counter()
+                if first_stage is not None and isinstance(retriever, Reranker):
+                    candidates = first_stage.search(batch, spec.retriever_entry.candidates)
+                    _check_rankings(spec.first_stage or "", batch, candidates)
+                    rankings = retriever.rerank(batch, candidates, spec.k)
+                else:
+                    rankings = retriever.search(batch, spec.k)
+                _check_rankings(spec.retriever, batch, rankings)
+                per_query_ms = 1000 * (time.perf_counter() - began) / len(batch)
+                for query, ranking in zip(batch, rankings, strict=True):
+                    ranking = ranking.top(spec.k)
+                    record = {
+                        "qid": query.id,
+                        "ids": ranking.ids.tolist(),
+                        "scores": [round(float(s), 6) for s in ranking.scores],
+                        "latency_ms": per_query_ms,
+                        "batch_size": len(batch),
+                    }
+                    log.write(json.dumps(record) + "\n")
+                log.flush()
+                os.fsync(log.fileno())
+                task.advance(len(batch))
+
+    def _write_outputs(
+        self,
+        run_dir: Path,
+        spec: RunSpec,
+        queries: list[Query],
+        ordered: list[dict[str, Any]],
+        per_query: dict[str, np.ndarray],
+    ) -> None:
+        with atomic_write(run_dir / "per_query.jsonl") as out:
+            for i, query in enumerate(queries):
+                values = {name: float(v[i]) for name, v in per_query.items()}
+                out.write(json.dumps({"qid": query.id, "latency_ms": ordered[i]["latency_ms"], "metrics": values}) + "\n")
+        with atomic_write(run_dir / "run.trec") as out:
+            for query, result in zip(queries, ordered, strict=True):
+                write_run(out, str(query.id), map(str, result["ids"]), result["scores"], spec.retriever)
+
+
+def _construct(cls: type[Any], params: dict[str, Any], what: str) -> Any:
+    try:
+        return cls(**params)
+    except TypeError as exc:
+        raise HarnessError(f"{what}: bad parameters {params}: {exc}") from exc
+
+
+def _candidate_mask(skb: SKB) -> np.ndarray:
+    mask = np.zeros(skb.num_nodes, dtype=bool)
+    mask[skb.candidate_ids] = True
+    return mask
+
+
+def _check_rankings(name: str, batch: Sequence[Query], rankings: Sequence[Ranking]) -> None:
+    if len(rankings) != len(batch):
+        raise HarnessError(f"retriever {name!r} returned {len(rankings)} rankings for {len(batch)} queries")
+    for ranking in rankings:
+        if not isinstance(ranking, Ranking):
+            raise HarnessError(f"retriever {name!r} returned {type(ranking).__name__}, not a Ranking")
+
+
+def _read_results(path: Path, wanted: set[int]) -> dict[int, dict[str, Any]]:
+    """Completed queries from the resume log; a torn last line is dropped and truncated."""
+    if not path.exists():
+        return {}
+    results: dict[int, dict[str, Any]] = {}
+    good_bytes = 0
+    with path.open("rb") as handle:
+        for raw in handle:
+            if not raw.endswith(b"\n"):
+                break
+            try:
+                record = json.loads(raw)
+                qid = int(record["qid"])
+                record["ids"], record["latency_ms"]  # noqa: B018 - must be present
+            except (ValueError, KeyError, TypeError):
+                break
+            if qid in wanted:
+                results[qid] = record
+            good_bytes += len(raw)
+    if good_bytes != path.stat().st_size:
+        with path.open("r+b") as handle:
+            handle.truncate(good_bytes)
+    return results
+
+
+def hardware(device: str) -> Hardware:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpu = None
+    if device == "cuda":
+        import torch
+
+        gpu = torch.cuda.get_device_name(0)
+    return Hardware(device=device, cpu=f"{cpu} ({os.cpu_count()} cores)", gpu=gpu)
+
+
+def versions() -> Versions:
+    try:
+        import importlib.metadata
+
+        torch_version: str | None = importlib.metadata.version("torch")
+    except Exception:
+        torch_version = None
+    return Versions(
+        python=platform.python_version(),
+        harness=harness.__version__,
+        metrics=METRICS_VERSION,
+        torch=torch_version,
+        numpy=np.__version__,
+    )

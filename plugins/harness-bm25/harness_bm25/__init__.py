@@ -1,0 +1,120 @@
+"""BM25 for stark-harness: bm25s with Lucene's scoring (k1=0.9, b=0.4), pure Python.
+
+Documents are the SKB's candidate documents (without relations by default, as STaRK's
+BM25 baseline). The index is cached under the harness cache directory, keyed by the SKB
+fingerprint, the parameters and the bm25s version, so a second run loads it instead of
+rebuilding.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.errors import HarnessError
+from harness.hookspecs import hookimpl
+from harness.io import atomic_dir, stable_hash
+from harness.queries import Query
+from harness.retriever import BuildContext, Ranking, Retriever
+from harness.skb import SKB
+
+__all__ = ["BM25Retriever"]
+
+
+class BM25Retriever(Retriever):
+    """Lucene-style BM25 over the SKB's candidate documents.
+
+    Parameters:
+        k1, b: BM25 parameters (Lucene/Pyserini defaults 0.9 and 0.4).
+        method: bm25s scoring variant ("lucene", "robertson", "atire", "bm25l", "bm25+").
+        stopwords: a bm25s stopword language ("en") or null.
+        stemmer: a PyStemmer language ("english") or null.
+        with_relations: index documents with their relations linearized.
+    """
+
+    name = "bm25"
+    version = "1"
+    batch_size = 256
+
+    def __init__(self, k1: float = 0.9, b: float = 0.4, method: str = "lucene", stopwords: str | None = "en",
+                 stemmer: str | None = "english", with_relations: bool = False) -> None:
+        super().__init__(k1=k1, b=b, method=method, stopwords=stopwords, stemmer=stemmer,
+                         with_relations=with_relations)
+        if k1 < 0 or not 0 <= b <= 1:
+            raise HarnessError(f"bm25: need k1 ≥ 0 and 0 ≤ b ≤ 1, got k1={k1}, b={b}")
+        self._index: Any = None
+        self._ids: np.ndarray | None = None
+
+    def _stemmer(self) -> Any:
+        if self.params["stemmer"] is None:
+            return None
+        import Stemmer
+
+        try:
+            return Stemmer.Stemmer(self.params["stemmer"])
+        except KeyError:
+            raise HarnessError(f"bm25: unknown stemmer language {self.params['stemmer']!r}") from None
+
+    def _tokenize(self, texts: list[str], show_progress: bool = False) -> Any:
+        import bm25s
+
+        return bm25s.tokenize(texts, stopwords=self.params["stopwords"], stemmer=self._stemmer(),
+                              show_progress=show_progress)
+
+    def cache_key(self, skb: SKB) -> str:
+        return stable_hash({"skb": skb.fingerprint, "params": self.params, "version": self.version,
+                            "bm25s": importlib.metadata.version("bm25s")})
+
+    def build(self, skb: SKB, context: BuildContext) -> None:
+        import bm25s
+
+        directory = Path(context.cache_dir) / "bm25" / f"{skb.name}-{self.cache_key(skb)}"
+        ids = skb.candidate_ids
+        if (directory / "complete.json").exists():
+            try:
+                self._index = bm25s.BM25.load(str(directory))
+                self._ids = np.load(directory / "node_ids.npy")
+                if len(self._ids) == len(ids):
+                    return
+            except (OSError, ValueError, KeyError, json.JSONDecodeError):
+                pass  # a corrupt cache is rebuilt below, never trusted
+        with context.task("bm25: read documents", len(ids)) as task:
+            corpus = []
+            for document in skb.documents(ids, with_relations=self.params["with_relations"]):
+                corpus.append(document)
+                task.advance()
+        with context.task("bm25: tokenize + index", None):
+            tokens = self._tokenize(corpus)
+            del corpus
+            index = bm25s.BM25(method=self.params["method"], k1=self.params["k1"], b=self.params["b"])
+            index.index(tokens, show_progress=False)
+        import shutil
+
+        shutil.rmtree(directory, ignore_errors=True)  # a stale or corrupt cache
+        with atomic_dir(directory) as tmp:
+            index.save(str(tmp))
+            np.save(tmp / "node_ids.npy", ids)
+            (tmp / "complete.json").write_text(json.dumps({"documents": int(len(ids))}))
+        self._index, self._ids = index, ids
+
+    def search(self, queries: Sequence[Query], k: int) -> list[Ranking]:
+        if self._index is None or self._ids is None:
+            raise HarnessError("bm25: search() before build()")
+        tokens = self._tokenize([q.text for q in queries])
+        depth = min(k, len(self._ids))
+        docs, scores = self._index.retrieve(tokens, k=depth, show_progress=False, n_threads=1)
+        rankings = []
+        for row_docs, row_scores in zip(docs, scores, strict=True):
+            keep = row_scores > 0  # Lucene returns only documents that match a query term
+            rankings.append(Ranking(self._ids[row_docs[keep]], row_scores[keep]))
+        return rankings
+
+
+@hookimpl
+def register_retrievers(register: Any) -> None:
+    register(BM25Retriever)
