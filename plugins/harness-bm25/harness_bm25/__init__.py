@@ -39,7 +39,7 @@ class BM25Retriever(Retriever):
 
     name = "bm25"
     version = "1"
-    batch_size = 256
+    batch_size = 16
 
     def __init__(self, k1: float = 0.9, b: float = 0.4, method: str = "lucene", stopwords: str | None = "en",
                  stemmer: str | None = "english", with_relations: bool = False) -> None:
