@@ -3,7 +3,8 @@
 Plugins are found through the ``harness`` entry-point group, first-party and third-party
 alike. ``HARNESS_PLUGINS`` (comma-separated entry-point names) restricts which load;
 an empty value loads none. A plugin that fails to import, or raises inside a hook, is
-recorded with its error and skipped; the others keep working.
+recorded with its error and skipped; the others keep working. When two plugins register
+the same name, the plugin whose name sorts first keeps it and the other is reported.
 """
 
 from __future__ import annotations
@@ -114,7 +115,9 @@ class PluginManager:
         self.failures = [f for f in self.failures if f.hook is None]
         for hook_name, (base, kind) in COMPONENT_HOOKS.items():
             registered = components.by_kind.setdefault(kind, {})
-            for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
+            # Sorted so that a name clash resolves the same way on every machine.
+            impls = sorted(getattr(self.pm.hook, hook_name).get_hookimpls(), key=lambda i: i.plugin_name)
+            for impl in impls:
                 plugin_name = impl.plugin_name
                 staged: dict[str, type[Any]] = {}
 

@@ -340,12 +340,17 @@ class Runner:
     def _build(self, info: ComponentInfo, skb: SKB, dataset: Dataset, context: BuildContext) -> Retriever:
         cls = self.plugins.components.get("retriever", info.plugin)
         retriever: Retriever = _construct(cls, info.params, f"retriever {info.name!r}")
-        if retriever.regime == "trained":
-            queries = dataset.load_queries()
-            if "train" not in queries.split_names:
-                raise HarnessError(f"retriever {info.name!r} needs a train split; {dataset.name!r} has none")
-            retriever.fit(skb, queries.split("train"), context)
-        retriever.build(skb, context)
+        try:
+            if retriever.regime == "trained":
+                queries = dataset.load_queries()
+                if "train" not in queries.split_names:
+                    raise HarnessError(f"retriever {info.name!r} needs a train split; {dataset.name!r} has none")
+                retriever.fit(skb, queries.split("train"), context)
+            retriever.build(skb, context)
+        except HarnessError:
+            raise
+        except Exception as exc:
+            raise HarnessError(f"retriever {info.name!r} failed to build: {type(exc).__name__}: {exc}") from exc
         return retriever
 
     def _search(
@@ -362,12 +367,21 @@ class Runner:
             for start in range(0, len(pending), batch_size):
                 batch = pending[start : start + batch_size]
                 began = time.perf_counter()
-                if first_stage is not None and isinstance(retriever, Reranker):
-                    candidates = first_stage.search(batch, spec.retriever_entry.candidates)
-                    _check_rankings(spec.first_stage or "", batch, candidates)
-                    rankings = retriever.rerank(batch, candidates, spec.k)
-                else:
-                    rankings = retriever.search(batch, spec.k)
+                try:
+                    if first_stage is not None and isinstance(retriever, Reranker):
+                        candidates = first_stage.search(batch, spec.retriever_entry.candidates)
+                        _check_rankings(spec.first_stage or "", batch, candidates)
+                        rankings = retriever.rerank(batch, candidates, spec.k)
+                    else:
+                        rankings = retriever.search(batch, spec.k)
+                except HarnessError:
+                    raise
+                except Exception as exc:
+                    raise HarnessError(
+                        f"retriever {spec.retriever!r} failed on queries {[q.id for q in batch][:5]}: "
+                        f"{type(exc).__name__}: {exc}. Completed queries are kept in {results_path}; "
+                        "run the same command again to resume."
+                    ) from exc
                 _check_rankings(spec.retriever, batch, rankings)
                 per_query_ms = 1000 * (time.perf_counter() - began) / len(batch)
                 for query, ranking in zip(batch, rankings, strict=True):

@@ -1,0 +1,112 @@
+"""Shared fixtures: isolated caches and outputs, a small hand-made SKB, a fresh plugin manager."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.dataset import Dataset
+from harness.plugins import PluginManager, get_plugin_manager, reset_plugin_manager
+from harness.queries import Query, QuerySet
+from harness.skb import SKB, EdgeType
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def session_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache for the whole session, so the Debian BM25 index is built once."""
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, session_cache: Path, tmp_path: Path) -> Iterator[None]:
+    monkeypatch.setenv("HARNESS_CACHE", str(session_cache))
+    monkeypatch.delenv("HARNESS_PLUGINS", raising=False)
+    monkeypatch.delenv("HARNESS_REGISTRY", raising=False)
+    monkeypatch.chdir(tmp_path)
+    reset_plugin_manager()
+    yield
+    reset_plugin_manager()
+
+
+@pytest.fixture
+def plugins() -> PluginManager:
+    return get_plugin_manager()
+
+
+def tiny_skb() -> SKB:
+    """Five products, two brands: small enough to reason about by hand."""
+    names = ["red kettle", "blue kettle", "green teapot", "steel pan", "copper pot", "Acme", "Globex"]
+    fields = [
+        {"description": "an electric kettle in red, boils water fast"},
+        {"description": "a blue stovetop kettle that whistles"},
+        {"description": "a glass teapot for green tea"},
+        {"description": "a steel frying pan"},
+        {"description": "a heavy copper pot for soups"},
+        {},
+        {},
+    ]
+    src = np.array([0, 1, 2, 3, 4, 0])
+    dst = np.array([5, 5, 6, 6, 6, 1])
+    edge_type = np.array([0, 0, 0, 0, 0, 1])
+    return SKB(
+        name="tiny",
+        node_type_names=["product", "brand"],
+        node_types=np.array([0, 0, 0, 0, 0, 1, 1]),
+        names=names,
+        fields=fields,
+        edge_types=[EdgeType("made_by", "brand", "makes"), EdgeType("similar", "similar to")],
+        src=src,
+        dst=dst,
+        edge_type=edge_type,
+        candidate_types=["product"],
+    )
+
+
+class TinyDataset(Dataset):
+    """A dataset plugin built in the tests, registered like a third party's."""
+
+    name = "tiny"
+
+    def __init__(self, queries: list[list] | None = None) -> None:
+        super().__init__(**({"queries": queries} if queries is not None else {}))
+        rows = queries if queries is not None else [
+            [1, "red kettle that boils water", [0]],
+            [2, "kettle", [0, 1]],
+            [3, "copper pot for soups", [4]],
+            [4, "glass teapot", [2]],
+        ]
+        self._queries = QuerySet("tiny", {"test": [Query(q, t, tuple(a)) for q, t, a in rows]})
+
+    def load_skb(self) -> SKB:
+        return tiny_skb()
+
+    def load_queries(self) -> QuerySet:
+        return self._queries
+
+
+class TinyPlugin:
+    from harness.hookspecs import hookimpl
+
+    @hookimpl
+    def register_datasets(self, register):  # type: ignore[no-untyped-def]
+        register(TinyDataset)
+
+
+@pytest.fixture
+def tiny_plugins(plugins: PluginManager) -> PluginManager:
+    plugins.register(TinyPlugin(), "tiny-test-plugin")
+    return plugins
+
+
+def shared_available() -> bool:
+    return (SHARED / "stark" / "qa").is_dir()
+
+
+os.environ.setdefault("COLUMNS", "200")  # rich tables in CLI output stay on one line

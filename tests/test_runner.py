@@ -1,0 +1,170 @@
+"""The runner end to end: real BM25 on real SKBs, resume, outputs, and bad input."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pytest
+
+from harness.errors import HarnessError
+from harness.hookspecs import hookimpl
+from harness.leaderboard import LeaderboardRow, read_rows
+from harness.plugins import PluginManager
+from harness.queries import Query
+from harness.registry import parse_registry
+from harness.retriever import BuildContext, Ranking, Retriever
+from harness.runner import Runner, resolve
+from harness.skb import SKB
+from harness.trec import read_qrels, read_run
+
+TINY_REGISTRY = """
+defaults: {dataset: tiny, retriever: bm25, split: test, k: 3}
+datasets:
+  tiny: {plugin: tiny, splits: [test]}
+retrievers:
+  bm25: {plugin: bm25}
+"""
+
+
+class FlakyRetriever(Retriever):
+    """Returns nodes in id order; can be armed to fail after some calls."""
+
+    name = "flaky"
+    batch_size = 1
+    fail_after: ClassVar[int | None] = None
+    searched: ClassVar[list[int]] = []
+
+    def build(self, skb: SKB, context: BuildContext) -> None:
+        self.ids = skb.candidate_ids
+
+    def search(self, queries: Sequence[Query], k: int) -> list[Ranking]:
+        if FlakyRetriever.fail_after is not None and len(FlakyRetriever.searched) >= FlakyRetriever.fail_after:
+            raise RuntimeError("simulated crash")
+        FlakyRetriever.searched.extend(q.id for q in queries)
+        return [Ranking(self.ids[:k], np.arange(k, 0, -1)) for _ in queries]
+
+
+class FlakyPlugin:
+    @hookimpl
+    def register_retrievers(self, register):  # type: ignore[no-untyped-def]
+        register(FlakyRetriever)
+
+
+@pytest.fixture
+def manager(tiny_plugins: PluginManager) -> PluginManager:
+    tiny_plugins.register(FlakyPlugin(), "flaky-plugin")
+    FlakyRetriever.fail_after = None
+    FlakyRetriever.searched = []
+    return tiny_plugins
+
+
+def _run(manager: PluginManager, tmp_path: Path, **kwargs):  # type: ignore[no-untyped-def]
+    registry = parse_registry(TINY_REGISTRY, "test-registry.yaml")
+    spec = resolve(registry, manager.components, **kwargs)
+    runner = Runner(manager, output_dir=tmp_path / "runs", leaderboard_dir=tmp_path / "lb", device="cpu")
+    return runner.run(spec)
+
+
+def test_bm25_on_tiny_skb_writes_row_runs_and_trec(manager: PluginManager, tmp_path: Path) -> None:
+    outcome = _run(manager, tmp_path, metrics=["hit@1", "recall@3", "mrr"])
+    row = outcome.row
+    assert row.num_queries == 4 and row.k == 3 and row.regime == "zero-shot"
+    # "kettle" has two answers; BM25 must find the obvious ones first
+    assert row.metrics["hit@1"] == pytest.approx(1.0)
+    assert row.metrics["recall@3"] == pytest.approx(1.0)
+    assert row.retriever.package and row.retriever.package.startswith("stark-harness-bm25")
+    saved = read_rows(tmp_path / "lb")
+    assert [r.config_hash for r in saved] == [row.config_hash]
+    merged = json.loads((tmp_path / "lb" / "leaderboard.json").read_text())
+    assert len(merged) == 1 and LeaderboardRow.model_validate(merged[0]) == saved[0]
+    # The TREC run is readable and scores the same as the row
+    run, per_query = read_run(outcome.run_dir / "run.trec"), outcome.run_dir / "per_query.jsonl"
+    assert set(run) == {"1", "2", "3", "4"}
+    lines = [json.loads(line) for line in per_query.read_text().splitlines()]
+    assert np.mean([line["metrics"]["mrr"] for line in lines]) == pytest.approx(row.metrics["mrr"])
+
+
+def test_same_configuration_replaces_row_never_duplicates(manager: PluginManager, tmp_path: Path) -> None:
+    first = _run(manager, tmp_path)
+    second = _run(manager, tmp_path)
+    assert first.row.config_hash == second.row.config_hash
+    assert second.resumed_queries == 4  # nothing searched again
+    assert len(read_rows(tmp_path / "lb")) == 1
+    other = _run(manager, tmp_path, k=2)
+    assert other.row.config_hash != first.row.config_hash
+    assert len(read_rows(tmp_path / "lb")) == 2
+
+
+def test_interrupted_run_resumes_without_losing_or_double_counting(manager: PluginManager, tmp_path: Path) -> None:
+    FlakyRetriever.fail_after = 2
+    with pytest.raises(HarnessError, match="simulated crash.*resume"):
+        _run(manager, tmp_path, retriever="flaky")
+    run_dir = next((tmp_path / "runs").iterdir())
+    results = run_dir / "results.jsonl"
+    assert len(results.read_text().splitlines()) == 2
+    with results.open("a") as handle:  # a write cut short by the crash
+        handle.write('{"qid": 3, "ids": [0, 1')
+    FlakyRetriever.fail_after = None
+    outcome = _run(manager, tmp_path, retriever="flaky")
+    assert outcome.resumed_queries == 2
+    assert FlakyRetriever.searched == [1, 2, 3, 4]  # queries 3 and 4 searched once, after the resume
+    qids = [json.loads(line)["qid"] for line in results.read_text().splitlines()]
+    assert sorted(qids) == [1, 2, 3, 4]
+    assert outcome.row.num_queries == 4
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"retriever": "nope"}, "unknown retriever 'nope'"),
+    ({"dataset": "nope"}, "unknown dataset 'nope'"),
+    ({"k": 0}, "k must be a positive integer"),
+    ({"k": -3}, "k must be a positive integer"),
+    ({"metrics": ["recall@0"]}, "positive"),
+    ({"split": "val"}, "no split 'val'"),
+])
+def test_bad_requests_fail_with_one_clear_error(manager: PluginManager, tmp_path: Path, kwargs, message) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(HarnessError, match=message):
+        _run(manager, tmp_path, **kwargs)
+    assert not (tmp_path / "lb").exists()
+
+
+@pytest.mark.parametrize("queries, message", [
+    ([], "has no queries"),
+    ([[1, "a", [0]], [1, "b", [1]]], "duplicate query id 1"),
+    ([[1, "a", [0, 99]]], r"1 answer ids are not nodes of SKB 'tiny' \(query 1: 99\)"),
+])
+def test_bad_query_sets(manager: PluginManager, tmp_path: Path, queries: list, message: str) -> None:
+    registry = parse_registry(TINY_REGISTRY.replace("{plugin: tiny, splits: [test]}",
+                                                    "{plugin: tiny, params: {queries: %s}}" % json.dumps(queries)),
+                              "r.yaml")
+    runner = Runner(manager, output_dir=tmp_path / "runs", leaderboard_dir=None, device="cpu")
+    with pytest.raises(HarnessError, match=message):
+        runner.run(resolve(registry, manager.components))
+
+
+def test_device_cuda_without_gpu_is_a_clear_error(manager: PluginManager) -> None:
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("a GPU is present")
+    except ImportError:
+        pass
+    with pytest.raises(HarnessError, match="no CUDA device"):
+        Runner(manager, device="cuda")
+
+
+def test_debian_default_run_matches_registry_condition(plugins: PluginManager, tmp_path: Path) -> None:
+    from harness.registry import load_registry
+
+    registry = load_registry()
+    spec = resolve(registry, plugins.components)
+    assert (spec.dataset, spec.retriever, spec.split) == ("debian", "bm25", "test")
+    outcome = Runner(plugins, output_dir=tmp_path / "runs", leaderboard_dir=tmp_path / "lb", device="cpu").run(spec)
+    assert outcome.row.num_queries >= 100
+    assert outcome.checks, "the registry carries an expected-score condition for the default run"
+    for check in outcome.checks:
+        assert check.ok, (check.metric, check.expected, check.actual)
