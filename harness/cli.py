@@ -40,7 +40,9 @@ def cli() -> None:
 
 def _registry_option(func: Any) -> Any:
     return click.option(
-        "--registry", "registry_path", type=click.Path(dir_okay=False),
+        "--registry",
+        "registry_path",
+        type=click.Path(dir_okay=False),
         help="registry.yaml to use (default: $HARNESS_REGISTRY, ./registry.yaml, the bundled one)",
     )(func)
 
@@ -53,8 +55,14 @@ def _echo_json(data: Any) -> None:
 def _progress() -> Iterator[Any]:
     """A rich progress display handing out tasks in the shape BuildContext expects."""
     progress = Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), console=console, transient=False, disable=not console.is_terminal,
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+        disable=not console.is_terminal,
     )
 
     class _Task:
@@ -79,20 +87,42 @@ def _progress() -> Iterator[Any]:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--batch-size", type=int, help="queries per search call (default: the retriever's)")
-@click.option("--output", type=click.Path(file_okay=False), default="runs", show_default=True,
-              help="where run directories (per-query results, TREC runs) go")
-@click.option("--leaderboard", "leaderboard_dir", type=click.Path(file_okay=False), default="leaderboard",
-              show_default=True)
+@click.option(
+    "--output",
+    type=click.Path(file_okay=False),
+    default="runs",
+    show_default=True,
+    help="where run directories (per-query results, TREC runs) go",
+)
+@click.option(
+    "--leaderboard", "leaderboard_dir", type=click.Path(file_okay=False), default="leaderboard", show_default=True
+)
 @click.option("--no-leaderboard", is_flag=True, help="do not write leaderboard rows")
 @click.option("--fresh", is_flag=True, help="discard earlier results of the same configuration")
 @click.option("--dry-run", is_flag=True, help="print what would run, run nothing")
 @click.option("--check", is_flag=True, help="exit 1 when a condition's expected score is missed")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @_registry_option
-def run(retriever: str | None, dataset: str | None, split: str | None, k: int | None, run_all: bool,
-        metrics: str | None, sample: float | None, seed: int, device: str, batch_size: int | None,
-        output: str, leaderboard_dir: str, no_leaderboard: bool, fresh: bool, dry_run: bool, check: bool,
-        fmt: str, registry_path: str | None) -> None:
+def run(
+    retriever: str | None,
+    dataset: str | None,
+    split: str | None,
+    k: int | None,
+    run_all: bool,
+    metrics: str | None,
+    sample: float | None,
+    seed: int,
+    device: str,
+    batch_size: int | None,
+    output: str,
+    leaderboard_dir: str,
+    no_leaderboard: bool,
+    fresh: bool,
+    dry_run: bool,
+    check: bool,
+    fmt: str,
+    registry_path: str | None,
+) -> None:
     """Run a retriever on a dataset split; print metrics and write a leaderboard row."""
     from harness.registry import load_registry
     from harness.runner import Runner, resolve
@@ -106,7 +136,7 @@ def run(retriever: str | None, dataset: str | None, split: str | None, k: int | 
         if dataset:
             raise HarnessError("--all runs every registry dataset; drop --dataset")
         for name, entry in registry.datasets.items():
-            for split_name in ([split] if split else entry.splits or [registry.defaults.split]):
+            for split_name in [split] if split else entry.splits or [registry.defaults.split]:
                 targets.append((name, split_name))
         if not targets:
             raise HarnessError(f"{registry.source}: no datasets to run with --all")
@@ -114,30 +144,56 @@ def run(retriever: str | None, dataset: str | None, split: str | None, k: int | 
         targets.append((dataset, split))
     specs = [resolve(registry, components, retriever, d, s, k, metric_list, sample, seed) for d, s in targets]
     if dry_run:
-        data = [{"run": spec.describe(), "retriever": spec.retriever_entry.model_dump(),
-                 "dataset": spec.dataset_entry.model_dump(), "metrics": spec.metrics,
-                 "condition": spec.condition.name if spec.condition else None} for spec in specs]
+        data = [
+            {
+                "run": spec.describe(),
+                "retriever": spec.retriever_entry.model_dump(),
+                "dataset": spec.dataset_entry.model_dump(),
+                "metrics": spec.metrics,
+                "condition": spec.condition.name if spec.condition else None,
+            }
+            for spec in specs
+        ]
         if fmt == "json":
             _echo_json(data)
         else:
             for item in data:
-                stdout.print(f"would run {item['run']}" + (f"  [condition {item['condition']}]" if item["condition"] else ""))
+                stdout.print(
+                    f"would run {item['run']}" + (f" (condition {item['condition']})" if item["condition"] else ""),
+                    markup=False,
+                )
         return
     failed = False
     outcomes = []
     with _progress() as task_factory:
-        runner = Runner(plugins, output_dir=output, leaderboard_dir=None if no_leaderboard else leaderboard_dir,
-                        device=device, batch_size=batch_size, progress=task_factory, fresh=fresh)
+        runner = Runner(
+            plugins,
+            output_dir=output,
+            leaderboard_dir=None if no_leaderboard else leaderboard_dir,
+            device=device,
+            batch_size=batch_size,
+            progress=task_factory,
+            fresh=fresh,
+        )
         for spec in specs:
             console.print(f"[bold]running[/bold] {spec.describe()}")
             outcome = runner.run(spec)
             outcomes.append(outcome)
             failed |= any(not c.ok for c in outcome.checks)
     if fmt == "json":
-        _echo_json([{"row": o.row.model_dump(mode="json"), "run_dir": str(o.run_dir),
-                     "row_path": str(o.row_path) if o.row_path else None,
-                     "checks": [{"metric": c.metric, "expected": c.expected, "actual": c.actual,
-                                 "ok": c.ok} for c in o.checks]} for o in outcomes])
+        _echo_json(
+            [
+                {
+                    "row": o.row.model_dump(mode="json"),
+                    "run_dir": str(o.run_dir),
+                    "row_path": str(o.row_path) if o.row_path else None,
+                    "checks": [
+                        {"metric": c.metric, "expected": c.expected, "actual": c.actual, "ok": c.ok} for c in o.checks
+                    ],
+                }
+                for o in outcomes
+            ]
+        )
     else:
         for outcome in outcomes:
             _print_outcome(outcome)
@@ -157,7 +213,9 @@ def _print_outcome(outcome: Any) -> None:
         f"index build {row.index_build_seconds:.2f} s; total {row.total_seconds:.2f} s"
         + (f"; resumed {outcome.resumed_queries} queries" if outcome.resumed_queries else "")
     )
-    stdout.print(f"run files: {outcome.run_dir}" + (f"\nleaderboard row: {outcome.row_path}" if outcome.row_path else ""))
+    stdout.print(
+        f"run files: {outcome.run_dir}" + (f"\nleaderboard row: {outcome.row_path}" if outcome.row_path else "")
+    )
     for check in outcome.checks:
         actual = "missing" if check.actual is None else f"{check.actual:.4f}"
         diff = "" if check.actual is None else f" ({check.actual - check.expected:+.4f})"
@@ -174,16 +232,20 @@ def list_(fmt: str, registry_path: str | None) -> None:
 
     registry = load_registry(registry_path)
     components = get_plugin_manager().components
-    data: dict[str, Any] = {"registry": registry.source, "datasets": {}, "retrievers": {}, "metrics": [],
-                            "synthesis_stages": sorted(components.by_kind.get("synthesis stage", {})),
-                            "conditions": []}
+    data: dict[str, Any] = {
+        "registry": registry.source,
+        "datasets": {},
+        "retrievers": {},
+        "metrics": [],
+        "synthesis_stages": sorted(components.by_kind.get("synthesis stage", {})),
+        "conditions": [],
+    }
     for name, entry in registry.datasets.items():
         data["datasets"][name] = {"plugin": entry.plugin, "params": entry.params, "splits": entry.splits}
     for name in components.by_kind.get("dataset", {}):
         data["datasets"].setdefault(name, {"plugin": name, "params": {}, "splits": []})
     for name, rentry in registry.retrievers.items():
-        data["retrievers"][name] = {"plugin": rentry.plugin, "params": rentry.params,
-                                    "first_stage": rentry.first_stage}
+        data["retrievers"][name] = {"plugin": rentry.plugin, "params": rentry.params, "first_stage": rentry.first_stage}
     for name in components.by_kind.get("retriever", {}):
         data["retrievers"].setdefault(name, {"plugin": name, "params": {}, "first_stage": None})
     for family, metric in sorted(components.by_kind.get("metric", {}).items()):
@@ -252,7 +314,9 @@ def show(path: str, fmt: str, metrics: str | None, dataset: str | None) -> None:
         header, cells = table_rows(rows, metric_list)
         table = Table(title=f"leaderboard ({len(rows)} rows, metrics ×100)")
         for column in header:
-            table.add_column(column, justify="right" if column not in ("dataset", "split", "retriever", "regime") else "left")
+            table.add_column(
+                column, justify="right" if column not in ("dataset", "split", "retriever", "regime") else "left"
+            )
         for cell in cells:
             table.add_row(*cell)
         stdout.print(table)

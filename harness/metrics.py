@@ -238,9 +238,7 @@ def hit_matrix(
     return hits, n_relevant
 
 
-def evaluate(
-    metrics: Sequence[Metric], hits: np.ndarray, n_relevant: np.ndarray
-) -> dict[str, np.ndarray]:
+def evaluate(metrics: Sequence[Metric], hits: np.ndarray, n_relevant: np.ndarray) -> dict[str, np.ndarray]:
     """Per-query values of every metric."""
     return {m.name: m.per_query(hits, n_relevant) for m in metrics}
 

@@ -121,8 +121,12 @@ class PluginManager:
                 plugin_name = impl.plugin_name
                 staged: dict[str, type[Any]] = {}
 
-                def register(component: type[Any], _kind: str = kind, _base: type[Any] = base,
-                             _staged: dict[str, type[Any]] = staged) -> None:
+                def register(
+                    component: type[Any],
+                    _kind: str = kind,
+                    _base: type[Any] = base,
+                    _staged: dict[str, type[Any]] = staged,
+                ) -> None:
                     if not (isinstance(component, type) and issubclass(component, _base)):
                         raise TypeError(f"{component!r} is not a subclass of {_base.__name__}")
                     key = _component_name(component)
@@ -138,8 +142,9 @@ class PluginManager:
                 for key, component in staged.items():
                     if key in registered:
                         owner = components.owner[(kind, key)]
-                        self.failures.append(PluginFailure(
-                            plugin_name, f"{kind} {key!r} is already registered by {owner}", hook_name))
+                        self.failures.append(
+                            PluginFailure(plugin_name, f"{kind} {key!r} is already registered by {owner}", hook_name)
+                        )
                         continue
                     registered[key] = component
                     components.owner[(kind, key)] = plugin_name

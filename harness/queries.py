@@ -138,8 +138,7 @@ def load_stark_layout(root: str | Path, name: str | None = None) -> QuerySet:
             missing = [i for i in ids if i not in by_id]
             if missing:
                 raise HarnessError(
-                    f"{index_file}: {len(missing)} query ids not in {synthesized.name} "
-                    f"(first: {missing[:5]})"
+                    f"{index_file}: {len(missing)} query ids not in {synthesized.name} (first: {missing[:5]})"
                 )
             splits[index_file.stem] = [by_id[i] for i in ids]
         if not splits:

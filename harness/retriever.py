@@ -45,7 +45,7 @@ ProgressFactory = Callable[[str, int | None], "ProgressTask"]
 class ProgressTask:
     """A handle to advance one progress bar; the no-op default keeps plugins UI-agnostic."""
 
-    def advance(self, amount: int = 1) -> None:  # noqa: B027 - deliberately a no-op
+    def advance(self, amount: int = 1) -> None:
         """Mark ``amount`` more units done."""
 
 

@@ -222,7 +222,10 @@ class Runner:
         cls = components.get(kind, plugin)
         owner = components.owner[(kind, plugin)]
         return ComponentInfo(
-            name=name, plugin=plugin, params=params, version=str(getattr(cls, "version", "0")),
+            name=name,
+            plugin=plugin,
+            params=params,
+            version=str(getattr(cls, "version", "0")),
             package=self.plugins.distributions.get(owner),
         )
 
@@ -238,14 +241,17 @@ class Runner:
         skb = dataset.load_skb()
         no_candidate_answer = check_answers(skb, queries, f"dataset {spec.dataset!r}, split {spec.split!r}")
 
-        retriever_info = self._component_info("retriever", spec.retriever, spec.retriever_entry.plugin,
-                                              spec.retriever_entry.params)
+        retriever_info = self._component_info(
+            "retriever", spec.retriever, spec.retriever_entry.plugin, spec.retriever_entry.params
+        )
         first_info = None
         if spec.first_stage and spec.first_stage_entry:
-            first_info = self._component_info("retriever", spec.first_stage, spec.first_stage_entry.plugin,
-                                              spec.first_stage_entry.params)
-        dataset_info = self._component_info("dataset", spec.dataset, spec.dataset_entry.plugin,
-                                            spec.dataset_entry.params)
+            first_info = self._component_info(
+                "retriever", spec.first_stage, spec.first_stage_entry.plugin, spec.first_stage_entry.params
+            )
+        dataset_info = self._component_info(
+            "dataset", spec.dataset, spec.dataset_entry.plugin, spec.dataset_entry.params
+        )
         config = {
             "retriever": retriever_info.model_dump(exclude={"package"}),
             "first_stage": first_info.model_dump(exclude={"package"}) if first_info else None,
@@ -409,7 +415,9 @@ class Runner:
         with atomic_write(run_dir / "per_query.jsonl") as out:
             for i, query in enumerate(queries):
                 values = {name: float(v[i]) for name, v in per_query.items()}
-                out.write(json.dumps({"qid": query.id, "latency_ms": ordered[i]["latency_ms"], "metrics": values}) + "\n")
+                out.write(
+                    json.dumps({"qid": query.id, "latency_ms": ordered[i]["latency_ms"], "metrics": values}) + "\n"
+                )
         with atomic_write(run_dir / "run.trec") as out:
             for query, result in zip(queries, ordered, strict=True):
                 write_run(out, str(query.id), map(str, result["ids"]), result["scores"], spec.retriever)
@@ -449,7 +457,7 @@ def _read_results(path: Path, wanted: set[int]) -> dict[int, dict[str, Any]]:
             try:
                 record = json.loads(raw)
                 qid = int(record["qid"])
-                record["ids"], record["latency_ms"]  # noqa: B018 - must be present
+                record["ids"], record["latency_ms"]
             except (ValueError, KeyError, TypeError):
                 break
             if qid in wanted:

@@ -107,14 +107,10 @@ class SKB:
         self.max_neighbors_in_doc = max_neighbors_in_doc
         n = len(self.node_types)
         if len(names) != n or len(fields) != n:
-            raise HarnessError(
-                f"SKB {name!r}: {n} node types but {len(names)} names and {len(fields)} field rows"
-            )
+            raise HarnessError(f"SKB {name!r}: {n} node types but {len(names)} names and {len(fields)} field rows")
         if not (len(self.src) == len(self.dst) == len(self.edge_type)):
             raise HarnessError(f"SKB {name!r}: src, dst and edge_type differ in length")
-        if len(self.src) and (
-            min(self.src.min(), self.dst.min()) < 0 or max(self.src.max(), self.dst.max()) >= n
-        ):
+        if len(self.src) and (min(self.src.min(), self.dst.min()) < 0 or max(self.src.max(), self.dst.max()) >= n):
             raise HarnessError(f"SKB {name!r}: an edge points outside 0..{n - 1}")
         unknown = set(candidate_types) - set(self.node_type_names)
         if unknown:
@@ -148,8 +144,7 @@ class SKB:
             if edge_type.name == name:
                 return index
         raise HarnessError(
-            f"SKB {self.name!r} has no relation {name!r}; "
-            f"known: {', '.join(e.name for e in self.edge_types)}"
+            f"SKB {self.name!r} has no relation {name!r}; known: {', '.join(e.name for e in self.edge_types)}"
         )
 
     def is_candidate(self, ids: np.ndarray) -> np.ndarray:
@@ -170,7 +165,7 @@ class SKB:
         return {
             "nodes": int(self.num_nodes),
             "edges": int(self.num_edges),
-            "candidates": int(len(self.candidate_ids)),
+            "candidates": len(self.candidate_ids),
             "candidate_types": self.candidate_types,
             "nodes_by_type": {t: int(c) for t, c in zip(self.node_type_names, nodes, strict=True)},
             "edges_by_type": {e.name: int(c) for e, c in zip(self.edge_types, edges, strict=True)},
@@ -186,9 +181,7 @@ class SKB:
             self._in = _CSR(self.dst, self.src, self.edge_type, self.num_nodes)
         return self._in
 
-    def neighbors(
-        self, node: int, relation: str | None = None, direction: Direction = "both"
-    ) -> np.ndarray:
+    def neighbors(self, node: int, relation: str | None = None, direction: Direction = "both") -> np.ndarray:
         """Ids of ``node``'s neighbours, optionally through one relation and direction.
 
         A symmetric relation is followed both ways whatever ``direction`` says.
@@ -211,7 +204,7 @@ class SKB:
             if not len(ids):
                 continue
             bounds = np.flatnonzero(np.diff(types)) + 1
-            for chunk_ids, chunk_types in zip(np.split(ids, bounds), np.split(types, bounds)):
+            for chunk_ids, chunk_types in zip(np.split(ids, bounds), np.split(types, bounds), strict=True):
                 label = self.edge_types[int(chunk_types[0])].text(side)  # type: ignore[arg-type]
                 grouped.setdefault(label, []).append(chunk_ids)
         return {label: np.unique(np.concatenate(parts)) for label, parts in grouped.items()}
@@ -240,9 +233,7 @@ class SKB:
             lines.append(f"- {label}: {', '.join(names)}{more}")
         return lines
 
-    def documents(
-        self, ids: Sequence[int] | np.ndarray | None = None, with_relations: bool = False
-    ) -> Iterator[str]:
+    def documents(self, ids: Sequence[int] | np.ndarray | None = None, with_relations: bool = False) -> Iterator[str]:
         """Documents of ``ids`` (default: the candidates), built one at a time."""
         for node in self.candidate_ids if ids is None else ids:
             yield self.document(int(node), with_relations=with_relations)

@@ -25,7 +25,9 @@ def read_run(path: str | Path) -> dict[str, list[str]]:
     entries: dict[str, list[tuple[float, str]]] = defaultdict(list)
     for number, parts in _lines(path):
         if len(parts) != 6:
-            raise HarnessError(f"{path}:{number}: a run line has 6 columns (qid Q0 docid rank score tag), got {len(parts)}")
+            raise HarnessError(
+                f"{path}:{number}: a run line has 6 columns (qid Q0 docid rank score tag), got {len(parts)}"
+            )
         try:
             score = float(parts[4])
         except ValueError:

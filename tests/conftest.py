@@ -76,12 +76,16 @@ class TinyDataset(Dataset):
 
     def __init__(self, queries: list[list] | None = None) -> None:
         super().__init__(**({"queries": queries} if queries is not None else {}))
-        rows = queries if queries is not None else [
-            [1, "red kettle that boils water", [0]],
-            [2, "kettle", [0, 1]],
-            [3, "copper pot for soups", [4]],
-            [4, "glass teapot", [2]],
-        ]
+        rows = (
+            queries
+            if queries is not None
+            else [
+                [1, "red kettle that boils water", [0]],
+                [2, "kettle", [0, 1]],
+                [3, "copper pot for soups", [4]],
+                [4, "glass teapot", [2]],
+            ]
+        )
         self._queries = QuerySet("tiny", {"test": [Query(q, t, tuple(a)) for q, t, a in rows]})
 
     def load_skb(self) -> SKB:

@@ -69,8 +69,9 @@ def test_truncated_rankings_differ_only_where_an_answer_was_not_returned() -> No
 
 def test_hand_computed_values() -> None:
     hits, n_rel = hit_matrix([[5, 1, 9, 2]], [[1, 2, 3]])
-    values = evaluate(parse_metrics("hit@1,hit@2,recall@4,precision@2,mrr,map@4,rprecision,ndcg@4", FAMILIES),
-                      hits, n_rel)
+    values = evaluate(
+        parse_metrics("hit@1,hit@2,recall@4,precision@2,mrr,map@4,rprecision,ndcg@4", FAMILIES), hits, n_rel
+    )
     assert values["hit@1"][0] == 0 and values["hit@2"][0] == 1
     assert values["recall@4"][0] == pytest.approx(2 / 3)
     assert values["precision@2"][0] == pytest.approx(1 / 2)
@@ -93,14 +94,17 @@ def test_duplicates_non_candidates_and_empty_answers() -> None:
     assert values["precision@1"].tolist() == [1.0, 0.0, 0.0]
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("recall", "needs a cut-off"),
-    ("recall@0", "positive"),
-    ("rprecision@5", "takes no cut-off"),
-    ("nope@3", "unknown metric"),
-    ("hit@x", "bad metric"),
-    ("", "no metrics"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("recall", "needs a cut-off"),
+        ("recall@0", "positive"),
+        ("rprecision@5", "takes no cut-off"),
+        ("nope@3", "unknown metric"),
+        ("hit@x", "bad metric"),
+        ("", "no metrics"),
+    ],
+)
 def test_bad_metric_specs(spec: str, message: str) -> None:
     with pytest.raises(HarnessError, match=message):
         parse_metrics(spec, FAMILIES)

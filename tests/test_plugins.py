@@ -55,8 +55,9 @@ def test_environment_variable_restricts_plugins(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_broken_import_is_reported_and_others_still_work(site: Path) -> None:
-    install_fake_distribution(site, "fake-broken", {"fakeplug_broken": "import does_not_exist\n"},
-                              {"broken": "fakeplug_broken"})
+    install_fake_distribution(
+        site, "fake-broken", {"fakeplug_broken": "import does_not_exist\n"}, {"broken": "fakeplug_broken"}
+    )
     manager = PluginManager()
     failures = {f.plugin: f.error for f in manager.failures}
     assert "ModuleNotFoundError" in failures["broken"] and "does_not_exist" in failures["broken"]
@@ -66,12 +67,19 @@ def test_broken_import_is_reported_and_others_still_work(site: Path) -> None:
 
 
 def test_hook_that_raises_is_isolated(site: Path) -> None:
-    install_fake_distribution(site, "fake-raising", {"fakeplug_raising": (
-        "from harness.hookspecs import hookimpl\n"
-        "@hookimpl\n"
-        "def register_retrievers(register):\n"
-        "    raise RuntimeError('boom in hook')\n"
-    )}, {"raising": "fakeplug_raising"})
+    install_fake_distribution(
+        site,
+        "fake-raising",
+        {
+            "fakeplug_raising": (
+                "from harness.hookspecs import hookimpl\n"
+                "@hookimpl\n"
+                "def register_retrievers(register):\n"
+                "    raise RuntimeError('boom in hook')\n"
+            )
+        },
+        {"raising": "fakeplug_raising"},
+    )
     manager = PluginManager()
     retrievers = manager.components.by_kind["retriever"]
     assert "bm25" in retrievers
@@ -80,18 +88,25 @@ def test_hook_that_raises_is_isolated(site: Path) -> None:
 
 
 def test_bad_registrations_and_name_clashes(site: Path) -> None:
-    install_fake_distribution(site, "fake-clash", {"fakeplug_clash": (
-        "from harness.hookspecs import hookimpl\n"
-        "from harness_bm25 import BM25Retriever\n"
-        "class Copy(BM25Retriever):\n"
-        "    pass\n"
-        "@hookimpl\n"
-        "def register_retrievers(register):\n"
-        "    register(Copy)\n"
-        "@hookimpl\n"
-        "def register_metrics(register):\n"
-        "    register(object)\n"
-    )}, {"clash": "fakeplug_clash"})
+    install_fake_distribution(
+        site,
+        "fake-clash",
+        {
+            "fakeplug_clash": (
+                "from harness.hookspecs import hookimpl\n"
+                "from harness_bm25 import BM25Retriever\n"
+                "class Copy(BM25Retriever):\n"
+                "    pass\n"
+                "@hookimpl\n"
+                "def register_retrievers(register):\n"
+                "    register(Copy)\n"
+                "@hookimpl\n"
+                "def register_metrics(register):\n"
+                "    register(object)\n"
+            )
+        },
+        {"clash": "fakeplug_clash"},
+    )
     manager = PluginManager()
     manager.components  # noqa: B018 - hooks run when components are first collected
     errors = [f.error for f in manager.failures if f.plugin == "clash"]

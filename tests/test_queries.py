@@ -24,11 +24,14 @@ def test_real_slice_loads_with_splits_and_quirks() -> None:
 
 
 @pytest.mark.skipif(not shared_available(), reason="../shared/stark not present")
-@pytest.mark.parametrize("name, total, splits, human", [
-    ("amazon", 9100, (5910, 1548, 1642), 81),
-    ("mag", 13323, (7993, 2665, 2665), 84),
-    ("prime", 11204, (6162, 2241, 2801), 109),
-])
+@pytest.mark.parametrize(
+    "name, total, splits, human",
+    [
+        ("amazon", 9100, (5910, 1548, 1642), 81),
+        ("mag", 13323, (7993, 2665, 2665), 84),
+        ("prime", 11204, (6162, 2241, 2801), 109),
+    ],
+)
 def test_full_stark_query_sets_have_published_counts(name: str, total: int, splits: tuple, human: int) -> None:
     qs = load_stark_layout(SHARED / "stark" / "qa" / name)
     counts = qs.counts()

@@ -24,18 +24,30 @@ def test_bundled_registry_is_found_from_any_directory() -> None:
     assert load_registry().source.endswith("registry.yaml")
 
 
-@pytest.mark.parametrize("text, message", [
-    ("datasets: [", "not valid YAML"),
-    ("- a\n- b\n", "must be a mapping"),
-    ("datasets:\n  d: {params: {}}\n", r"datasets\.d\.plugin: Field required"),
-    ("retrievers:\n  r: {plugin: bm25, colour: red}\n", r"retrievers\.r\.colour: Extra inputs are not permitted"),
-    ("retrievers:\n  r: {plugin: x, first_stage: nope}\n", r"first_stage: 'nope' is not a retriever entry"),
-    ("conditions:\n  - {name: c, retriever: r, dataset: d, split: s, k: 0}\n", r"conditions\.0\.k: Input should be greater than 0"),
-    ("datasets:\n  d: {plugin: p, splits: [test]}\nconditions:\n  - {name: c, retriever: r, dataset: d, split: val}\n",
-     r"split 'val' is not among datasets\.d\.splits"),
-    ("conditions:\n  - {name: c, retriever: r, dataset: d, split: s}\n  - {name: c, retriever: r, dataset: d, split: t}\n",
-     "duplicate condition name 'c'"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("datasets: [", "not valid YAML"),
+        ("- a\n- b\n", "must be a mapping"),
+        ("datasets:\n  d: {params: {}}\n", r"datasets\.d\.plugin: Field required"),
+        ("retrievers:\n  r: {plugin: bm25, colour: red}\n", r"retrievers\.r\.colour: Extra inputs are not permitted"),
+        ("retrievers:\n  r: {plugin: x, first_stage: nope}\n", r"first_stage: 'nope' is not a retriever entry"),
+        (
+            "conditions:\n  - {name: c, retriever: r, dataset: d, split: s, k: 0}\n",
+            r"conditions\.0\.k: Input should be greater than 0",
+        ),
+        (
+            "datasets:\n  d: {plugin: p, splits: [test]}\n"
+            "conditions:\n  - {name: c, retriever: r, dataset: d, split: val}\n",
+            r"split 'val' is not among datasets\.d\.splits",
+        ),
+        (
+            "conditions:\n  - {name: c, retriever: r, dataset: d, split: s}\n"
+            "  - {name: c, retriever: r, dataset: d, split: t}\n",
+            "duplicate condition name 'c'",
+        ),
+    ],
+)
 def test_malformed_registries(text: str, message: str) -> None:
     with pytest.raises(HarnessError, match=message) as info:
         parse_registry(text, "my-registry.yaml")

@@ -19,7 +19,7 @@ from harness.registry import parse_registry
 from harness.retriever import BuildContext, Ranking, Retriever
 from harness.runner import Runner, resolve
 from harness.skb import SKB
-from harness.trec import read_qrels, read_run
+from harness.trec import read_run
 
 TINY_REGISTRY = """
 defaults: {dataset: tiny, retriever: bm25, split: test, k: 3}
@@ -101,7 +101,7 @@ def test_same_configuration_replaces_row_never_duplicates(manager: PluginManager
 
 def test_interrupted_run_resumes_without_losing_or_double_counting(manager: PluginManager, tmp_path: Path) -> None:
     FlakyRetriever.fail_after = 2
-    with pytest.raises(HarnessError, match="simulated crash.*resume"):
+    with pytest.raises(HarnessError, match=r"simulated crash.*resume"):
         _run(manager, tmp_path, retriever="flaky")
     run_dir = next((tmp_path / "runs").iterdir())
     results = run_dir / "results.jsonl"
@@ -117,29 +117,38 @@ def test_interrupted_run_resumes_without_losing_or_double_counting(manager: Plug
     assert outcome.row.num_queries == 4
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"retriever": "nope"}, "unknown retriever 'nope'"),
-    ({"dataset": "nope"}, "unknown dataset 'nope'"),
-    ({"k": 0}, "k must be a positive integer"),
-    ({"k": -3}, "k must be a positive integer"),
-    ({"metrics": ["recall@0"]}, "positive"),
-    ({"split": "val"}, "no split 'val'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"retriever": "nope"}, "unknown retriever 'nope'"),
+        ({"dataset": "nope"}, "unknown dataset 'nope'"),
+        ({"k": 0}, "k must be a positive integer"),
+        ({"k": -3}, "k must be a positive integer"),
+        ({"metrics": ["recall@0"]}, "positive"),
+        ({"split": "val"}, "no split 'val'"),
+    ],
+)
 def test_bad_requests_fail_with_one_clear_error(manager: PluginManager, tmp_path: Path, kwargs, message) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(HarnessError, match=message):
         _run(manager, tmp_path, **kwargs)
     assert not (tmp_path / "lb").exists()
 
 
-@pytest.mark.parametrize("queries, message", [
-    ([], "has no queries"),
-    ([[1, "a", [0]], [1, "b", [1]]], "duplicate query id 1"),
-    ([[1, "a", [0, 99]]], r"1 answer ids are not nodes of SKB 'tiny' \(query 1: 99\)"),
-])
+@pytest.mark.parametrize(
+    "queries, message",
+    [
+        ([], "has no queries"),
+        ([[1, "a", [0]], [1, "b", [1]]], "duplicate query id 1"),
+        ([[1, "a", [0, 99]]], r"1 answer ids are not nodes of SKB 'tiny' \(query 1: 99\)"),
+    ],
+)
 def test_bad_query_sets(manager: PluginManager, tmp_path: Path, queries: list, message: str) -> None:
-    registry = parse_registry(TINY_REGISTRY.replace("{plugin: tiny, splits: [test]}",
-                                                    "{plugin: tiny, params: {queries: %s}}" % json.dumps(queries)),
-                              "r.yaml")
+    registry = parse_registry(
+        TINY_REGISTRY.replace(
+            "{plugin: tiny, splits: [test]}", f"{{plugin: tiny, params: {{queries: {json.dumps(queries)}}}}}"
+        ),
+        "r.yaml",
+    )
     runner = Runner(manager, output_dir=tmp_path / "runs", leaderboard_dir=None, device="cpu")
     with pytest.raises(HarnessError, match=message):
         runner.run(resolve(registry, manager.components))

@@ -70,7 +70,7 @@ def test_corrupt_or_incomplete_files_give_one_clear_error(tmp_path: Path) -> Non
     tiny_skb().save(tmp_path / "skb")
     data = (tmp_path / "skb" / "nodes.jsonl.xz").read_bytes()
     (tmp_path / "skb" / "nodes.jsonl.xz").write_bytes(data[: len(data) // 2])
-    with pytest.raises(HarnessError, match="cannot read SKB|incomplete"):
+    with pytest.raises(HarnessError, match=r"cannot read SKB|incomplete"):
         SKB.load(tmp_path / "skb")
     with pytest.raises(HarnessError, match="cannot read SKB"):
         SKB.load(tmp_path / "missing")
@@ -78,8 +78,27 @@ def test_corrupt_or_incomplete_files_give_one_clear_error(tmp_path: Path) -> Non
 
 def test_invalid_graph_is_refused() -> None:
     with pytest.raises(HarnessError, match="outside"):
-        SKB("bad", ["t"], np.array([0, 0]), ["a", "b"], [{}, {}], [EdgeType("r")],
-            np.array([0]), np.array([7]), np.array([0]))
+        SKB(
+            "bad",
+            ["t"],
+            np.array([0, 0]),
+            ["a", "b"],
+            [{}, {}],
+            [EdgeType("r")],
+            np.array([0]),
+            np.array([7]),
+            np.array([0]),
+        )
     with pytest.raises(HarnessError, match="unknown candidate types"):
-        SKB("bad", ["t"], np.array([0]), ["a"], [{}], [], np.array([]), np.array([]), np.array([]),
-            candidate_types=["nope"])
+        SKB(
+            "bad",
+            ["t"],
+            np.array([0]),
+            ["a"],
+            [{}],
+            [],
+            np.array([]),
+            np.array([]),
+            np.array([]),
+            candidate_types=["nope"],
+        )

@@ -38,7 +38,10 @@ except ImportError:  # stark_qa's package __init__ pulls in optional heavy deps
     Evaluator = module.Evaluator
 
 METRICS = [
-    "mrr", "map", "ndcg", "rprecision",
+    "mrr",
+    "map",
+    "ndcg",
+    "rprecision",
     *(f"{m}@{k}" for m in ("hit", "recall", "precision", "map", "ndcg") for k in (1, 3, 5, 10, 20, 50, 100)),
 ]
 NUM_NODES, NUM_QUERIES, SEED = 300, 400, 20261121
@@ -72,8 +75,7 @@ def main() -> None:
                 pass
             pred = dict(zip(ranked, scores, strict=True))
             values = evaluator(pred, torch.LongTensor(answers), metrics=METRICS)
-            cases[case].append({"qid": qid, "ranked": ranked, "scores": scores, "answers": answers,
-                                "official": values})
+            cases[case].append({"qid": qid, "ranked": ranked, "scores": scores, "answers": answers, "official": values})
     out = {
         "generator": "stark_qa.evaluator.Evaluator",
         "versions": {pkg: importlib.metadata.version(pkg) for pkg in ("stark-qa", "torchmetrics", "torch")},

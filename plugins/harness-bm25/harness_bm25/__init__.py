@@ -41,10 +41,16 @@ class BM25Retriever(Retriever):
     version = "1"
     batch_size = 16
 
-    def __init__(self, k1: float = 0.9, b: float = 0.4, method: str = "lucene", stopwords: str | None = "en",
-                 stemmer: str | None = "english", with_relations: bool = False) -> None:
-        super().__init__(k1=k1, b=b, method=method, stopwords=stopwords, stemmer=stemmer,
-                         with_relations=with_relations)
+    def __init__(
+        self,
+        k1: float = 0.9,
+        b: float = 0.4,
+        method: str = "lucene",
+        stopwords: str | None = "en",
+        stemmer: str | None = "english",
+        with_relations: bool = False,
+    ) -> None:
+        super().__init__(k1=k1, b=b, method=method, stopwords=stopwords, stemmer=stemmer, with_relations=with_relations)
         if k1 < 0 or not 0 <= b <= 1:
             raise HarnessError(f"bm25: need k1 ≥ 0 and 0 ≤ b ≤ 1, got k1={k1}, b={b}")
         self._index: Any = None
@@ -63,12 +69,19 @@ class BM25Retriever(Retriever):
     def _tokenize(self, texts: list[str], show_progress: bool = False) -> Any:
         import bm25s
 
-        return bm25s.tokenize(texts, stopwords=self.params["stopwords"], stemmer=self._stemmer(),
-                              show_progress=show_progress)
+        return bm25s.tokenize(
+            texts, stopwords=self.params["stopwords"], stemmer=self._stemmer(), show_progress=show_progress
+        )
 
     def cache_key(self, skb: SKB) -> str:
-        return stable_hash({"skb": skb.fingerprint, "params": self.params, "version": self.version,
-                            "bm25s": importlib.metadata.version("bm25s")})
+        return stable_hash(
+            {
+                "skb": skb.fingerprint,
+                "params": self.params,
+                "version": self.version,
+                "bm25s": importlib.metadata.version("bm25s"),
+            }
+        )
 
     def build(self, skb: SKB, context: BuildContext) -> None:
         import bm25s
@@ -99,7 +112,7 @@ class BM25Retriever(Retriever):
         with atomic_dir(directory) as tmp:
             index.save(str(tmp))
             np.save(tmp / "node_ids.npy", ids)
-            (tmp / "complete.json").write_text(json.dumps({"documents": int(len(ids))}))
+            (tmp / "complete.json").write_text(json.dumps({"documents": len(ids)}))
         self._index, self._ids = index, ids
 
     def search(self, queries: Sequence[Query], k: int) -> list[Ranking]:

@@ -191,9 +191,12 @@ def main(argv: list[str] | None = None) -> None:
             for node in query.answer_ids[:40]:
                 print(f"    {skb.names[node]}: {skb.fields[node]['summary']}")
                 print(_evidence(skb, node, spec))
-    sizes = [len(q.answer_ids) for q in queries]
-    print(f"\n{len(queries)} queries; answers per query: min {min(sizes)}, median {sorted(sizes)[len(sizes) // 2]}, "
-          f"max {max(sizes)}; splits {{{', '.join(f'{k}: {len(v)}' for k, v in split_ids([q.id for q in queries]).items())}}}")
+    sizes = sorted(len(q.answer_ids) for q in queries)
+    splits = ", ".join(f"{k}: {len(v)}" for k, v in split_ids([q.id for q in queries]).items())
+    print(
+        f"\n{len(queries)} queries; answers per query: min {sizes[0]}, median {sizes[len(sizes) // 2]}, "
+        f"max {sizes[-1]}; splits {{{splits}}}"
+    )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,136 @@
+"""The command line, driven through click's runner (and once as a real subprocess)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import cli, main
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_default_run_dry_run_and_check(tmp_path: Path) -> None:
+    code, out, _ = invoke("run", "--dry-run")
+    assert code == 0 and "would run bm25 on debian/test (k=100)" in out and "condition bm25/debian/test" in out
+    code, out, _ = invoke("run", "--all", "--dry-run", "--format", "json")
+    assert [d["run"] for d in json.loads(out)] == ["bm25 on debian/val (k=100)", "bm25 on debian/test (k=100)"]
+    code, out, _ = invoke("run", "--check", "--format", "json")
+    assert code == 0, out
+    result = json.loads(out)[0]
+    assert all(c["ok"] for c in result["checks"]) and len(result["checks"]) == 4
+    assert Path(result["row_path"]).exists() and (tmp_path / "leaderboard" / "leaderboard.json").exists()
+
+
+def test_check_fails_when_expected_scores_are_missed(tmp_path: Path) -> None:
+    registry = (REPO / "registry.yaml").read_text().replace("hit@1: 0.549550", "hit@1: 0.9")
+    (tmp_path / "registry.yaml").write_text(registry)  # ./registry.yaml wins over the bundled one
+    code, out, _ = invoke("run", "--check")
+    assert code == 1 and "FAIL hit@1: expected 0.9000" in out and "OK mrr" in out
+
+
+def test_errors_are_one_line_without_traceback() -> None:
+    for args, message in [
+        (["run", "--retriever", "nope"], "error: unknown retriever 'nope'; known: bm25, bm25-relations"),
+        (["run", "--k", "0"], "error: k must be a positive integer, got 0"),
+        (["run", "--registry", "missing.yaml"], "error: registry file missing.yaml does not exist"),
+        (["describe", "nope"], "error: unknown dataset 'nope'"),
+        (["plugins", "--hook", "register_nothing"], "error: unknown hook 'register_nothing'"),
+    ]:
+        code, _, err = invoke(*args)
+        assert code == 2 and err.strip().startswith(message), (args, err)
+        assert "Traceback" not in err
+
+
+def test_list_and_plugins() -> None:
+    code, out, _ = invoke("list", "--format", "json")
+    data = json.loads(out)
+    assert data["datasets"]["debian"]["splits"] == ["val", "test"]
+    assert {"bm25", "bm25-relations"} <= set(data["retrievers"])
+    assert {"hit@k", "recall@k", "mrr[@k]", "rprecision"} <= set(data["metrics"])
+    assert [c["name"] for c in data["conditions"]][:2] == ["bm25/debian/test", "bm25/debian/val"]
+    code, out, _ = invoke("list")
+    assert code == 0 and "conditions" in out
+    code, out, _ = invoke("plugins", "--hook", "register_datasets")
+    assert [p["name"] for p in json.loads(out)] == ["debian"]
+
+
+def test_describe_debian() -> None:
+    _, out, _ = invoke("describe", "debian", "--format", "json")
+    info = json.loads(out)
+    assert info["nodes_by_type"]["package"] == info["candidates"] >= 20_000
+    assert set(info["edges_by_type"]) == {
+        "depends",
+        "recommends",
+        "suggests",
+        "same_source",
+        "maintained_by",
+        "in_section",
+        "tagged",
+    }
+    assert info["queries"]["val"] + info["queries"]["test"] >= 150
+
+
+def test_leaderboard_show_formats(tmp_path: Path) -> None:
+    invoke("run")
+    code, out, _ = invoke("leaderboard", "show", "--format", "markdown", "--metrics", "hit@1,mrr")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "| dataset | split | retriever | n | hit@1 | mrr | ms/query | regime | date |"
+    assert lines[2].startswith("| debian | test | bm25 | 111 | 54.95 | 68.15 |")
+    code, out, _ = invoke("leaderboard", "show")
+    assert code == 0 and "bm25" in out
+    code, out, _ = invoke("leaderboard", "schema")
+    assert json.loads(out)["title"] == "LeaderboardRow"
+
+
+def test_evaluate_trec_files(tmp_path: Path) -> None:
+    (tmp_path / "run.trec").write_text(
+        "q1 Q0 d3 1 3.0 x\nq1 Q0 d1 2 2.0 x\nq1 Q0 d2 3 1.0 x\n"
+        "q2 Q0 d9 1 1.0 x\nq2 Q0 d8 2 5.0 x\n"  # trec_eval orders by score, not by the rank column
+    )
+    (tmp_path / "qrels.trec").write_text("q1 0 d1 1\nq1 0 d2 0\nq2 0 d9 2\nq3 0 d4 1\n")
+    code, out, _ = invoke(
+        "evaluate",
+        "--run",
+        "run.trec",
+        "--qrels",
+        "qrels.trec",
+        "--metrics",
+        "hit@1,mrr,recall@2",
+        "--format",
+        "json",
+        "--per-query",
+    )
+    data = json.loads(out)
+    assert data["queries"] == 3 and data["queries_missing_from_run"] == 1
+    assert data["per_query"]["q1"] == {"hit@1": 0.0, "mrr": 0.5, "recall@2": 1.0}
+    assert data["per_query"]["q2"] == {"hit@1": 0.0, "mrr": 0.5, "recall@2": 1.0}
+    assert data["metrics"]["mrr"] == pytest.approx(1 / 3)
+    (tmp_path / "bad.trec").write_text("q1 Q0 d1 1\n")
+    code, _, err = invoke("evaluate", "--run", "bad.trec", "--qrels", "qrels.trec")
+    assert code == 2 and "bad.trec:1: a run line has 6 columns" in err
+
+
+def test_harness_entry_point_runs_as_a_program() -> None:
+    env = {**os.environ, "COLUMNS": "200"}
+    result = subprocess.run(
+        [sys.executable, "-c", "from harness.cli import main; main()", "plugins"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    assert any(p["name"] == "bm25" for p in json.loads(result.stdout))
+    assert callable(main)

@@ -1,0 +1,109 @@
+"""Documentation that a test holds to: every hook documented, the CONTRIBUTING plugin works."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from harness import hookspecs
+from harness.leaderboard import json_schema
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_every_hook_is_documented() -> None:
+    docs = (REPO / "docs" / "plugin-hooks.md").read_text()
+    documented = set(re.findall(r"^## (\w+)$", docs, flags=re.MULTILINE))
+    hooks = {
+        name
+        for name, fn in inspect.getmembers(hookspecs, inspect.isfunction)
+        if getattr(fn, "harness_spec", None) is not None
+    }
+    assert hooks == {
+        "register_datasets",
+        "register_retrievers",
+        "register_metrics",
+        "register_synthesis_stages",
+        "register_commands",
+    }
+    assert hooks - documented == set(), f"undocumented hooks: {hooks - documented}"
+    assert documented - hooks == set(), f"documented hooks that do not exist: {documented - hooks}"
+
+
+def test_contributing_example_plugin_installs_and_runs(tmp_path: Path) -> None:
+    text = (REPO / "CONTRIBUTING.md").read_text()
+    source = re.search(r"```python\n(# keyword_overlap\.py\n.*?)```", text, flags=re.DOTALL).group(1)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "keyword_overlap.py").write_text(source)
+    # what `pip install` of the documented pyproject.toml leaves in site-packages
+    project = tomllib.loads(re.search(r"```toml\n(\[build-system\].*?)```", text, flags=re.DOTALL).group(1))["project"]
+    info = site / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
+    entries = "\n".join(f"{k} = {v}" for k, v in project["entry-points"]["harness"].items())
+    (info / "entry_points.txt").write_text(f"[harness]\n{entries}\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]), "COLUMNS": "200"}
+    harness = [sys.executable, "-c", "from harness.cli import main; main()"]
+    listed = subprocess.run(
+        [*harness, "plugins", "--hook", "register_retrievers"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
+    row = next(p for p in json.loads(listed.stdout) if p["name"] == "keyword_overlap")
+    assert row == {
+        "name": "keyword_overlap",
+        "hooks": ["register_retrievers"],
+        "package": "harness-keyword-overlap 0.1.0",
+    }
+    ran = subprocess.run(
+        [
+            *harness,
+            "run",
+            "--retriever",
+            "keyword-overlap",
+            "--dataset",
+            "debian",
+            "--split",
+            "val",
+            "--k",
+            "20",
+            "--format",
+            "json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert ran.returncode == 0, ran.stderr
+    result = json.loads(ran.stdout)[0]["row"]
+    assert result["retriever"]["package"] == "harness-keyword-overlap 0.1.0"
+    assert result["num_queries"] == 55 and 0.05 < result["metrics"]["hit@5"] <= 1
+
+
+def test_committed_schema_is_current() -> None:
+    committed = json.loads((REPO / "leaderboard" / "schema.json").read_text())
+    assert committed == json_schema(), "run: harness leaderboard schema > leaderboard/schema.json"
+
+
+def test_readme_commands_exist() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert "pip install -r requirements.txt" in readme and "python -m pytest" in readme
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "python -m pytest" in ci
+
+
+def test_code_is_ruff_clean() -> None:
+    for args in (["check", "."], ["format", "--check", "."]):
+        result = subprocess.run([sys.executable, "-m", "ruff", *args], cwd=REPO, capture_output=True, text=True)
+        assert result.returncode == 0, result.stdout + result.stderr
