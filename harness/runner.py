@@ -258,6 +258,8 @@ class Runner:
             "candidates": spec.retriever_entry.candidates if first_info else None,
             "dataset": dataset_info.model_dump(exclude={"package"}),
             "skb": skb.fingerprint,
+            # the evaluated queries themselves: an edited query must never reuse old results
+            "queries": stable_hash([[q.id, q.text, list(q.answer_ids)] for q in queries]),
             "split": spec.split,
             "sample": spec.sample,
             "seed": spec.seed if spec.sample else None,

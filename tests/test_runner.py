@@ -177,3 +177,16 @@ def test_debian_default_run_matches_registry_condition(plugins: PluginManager, t
     assert outcome.checks, "the registry carries an expected-score condition for the default run"
     for check in outcome.checks:
         assert check.ok, (check.metric, check.expected, check.actual)
+
+
+def test_edited_queries_get_a_new_configuration(manager: PluginManager, tmp_path: Path) -> None:
+    first = _run(manager, tmp_path)
+    registry = parse_registry(
+        TINY_REGISTRY.replace(
+            "{plugin: tiny, splits: [test]}", '{plugin: tiny, params: {queries: [[1, "red kettle", [0]]]}}'
+        ),
+        "r.yaml",
+    )
+    runner = Runner(manager, output_dir=tmp_path / "runs", leaderboard_dir=tmp_path / "lb", device="cpu")
+    second = runner.run(resolve(registry, manager.components))
+    assert second.row.config_hash != first.row.config_hash and second.resumed_queries == 0
