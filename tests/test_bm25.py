@@ -8,10 +8,10 @@ import bm25s
 import numpy as np
 import pytest
 import Stemmer
-from harness_bm25 import BM25Retriever
-from harness_debian import DebianDataset
 
 from harness.retriever import BuildContext
+from harness_bm25 import BM25Retriever
+from harness_debian import DebianDataset
 
 
 @pytest.fixture(scope="module")

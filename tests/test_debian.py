@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from harness.skb import SKB
 from harness_debian import DATA, DebianDataset
 from harness_debian.build import build, long_description
 from harness_debian.queries import SPEC, compile_queries
-
-from harness.skb import SKB
 
 
 @pytest.fixture(scope="module")

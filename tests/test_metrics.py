@@ -83,6 +83,13 @@ def test_hand_computed_values() -> None:
     assert values["ndcg@4"][0] == pytest.approx(dcg / idcg)
 
 
+def test_repeated_ids_are_removed_before_ranks_are_counted() -> None:
+    hits, n_rel = hit_matrix([[5, 5, 1], [7, 1, 7, 2]], [[1], [2]])
+    values = evaluate(parse_metrics("mrr,hit@2,precision@3", FAMILIES), hits, n_rel)
+    assert values["mrr"].tolist() == [0.5, 1 / 3]
+    assert values["hit@2"].tolist() == [1.0, 0.0]
+
+
 def test_duplicates_non_candidates_and_empty_answers() -> None:
     mask = np.array([True, True, True, False, True])
     hits, n_rel = hit_matrix([[3, 1, 1, 0], [0, 1], []], [[1, 1, 3], [3], [2]], mask)
