@@ -52,12 +52,15 @@ class Components:
 
     by_kind: dict[str, dict[str, type[Any]]] = field(default_factory=dict)
     owner: dict[tuple[str, str], str] = field(default_factory=dict)
+    failures: list[PluginFailure] = field(default_factory=list)
 
     def get(self, kind: str, name: str) -> type[Any]:
         found = self.by_kind.get(kind, {})
         if name not in found:
             known = ", ".join(sorted(found)) or "none installed"
-            raise HarnessError(f"unknown {kind} {name!r}; known: {known}")
+            broken = "; ".join(f"{f.plugin}: {f.error}" for f in self.failures)
+            hint = f" (plugins that failed to load: {broken})" if broken else ""
+            raise HarnessError(f"unknown {kind} {name!r}; known: {known}{hint}")
         return found[name]
 
 
@@ -111,8 +114,8 @@ class PluginManager:
         return self._components
 
     def _collect(self) -> Components:
-        components = Components()
         self.failures = [f for f in self.failures if f.hook is None]
+        components = Components(failures=self.failures)
         for hook_name, (base, kind) in COMPONENT_HOOKS.items():
             registered = components.by_kind.setdefault(kind, {})
             # Sorted so that a name clash resolves the same way on every machine.

@@ -49,7 +49,9 @@ class _CSR:
     """Neighbours of every node, grouped by node then relation, in three flat arrays."""
 
     def __init__(self, keys: np.ndarray, values: np.ndarray, types: np.ndarray, num_nodes: int):
-        order = np.lexsort((values, types, keys))
+        # One int64 sort key (node, relation) is several times faster than a lexsort.
+        n_types = int(types.max(initial=0)) + 1
+        order = np.argsort(keys * n_types + types, kind="stable")
         self.neighbors = values[order]
         self.types = types[order]
         self.indptr = np.zeros(num_nodes + 1, dtype=np.int64)

@@ -85,6 +85,8 @@ def test_hook_that_raises_is_isolated(site: Path) -> None:
     assert "bm25" in retrievers
     failure = next(f for f in manager.failures if f.plugin == "raising")
     assert failure.hook == "register_retrievers" and "boom in hook" in failure.error
+    with pytest.raises(HarnessError, match=r"unknown retriever 'mine'.*failed to load: raising: RuntimeError: boom"):
+        manager.components.get("retriever", "mine")
 
 
 def test_bad_registrations_and_name_clashes(site: Path) -> None:
