@@ -35,7 +35,9 @@ class DatasetEntry(_Strict):
 class RetrieverEntry(_Strict):
     plugin: str = Field(description="name of a retriever registered by a plugin")
     params: dict[str, Any] = Field(default_factory=dict)
-    first_stage: str | None = Field(None, description="for rerankers: the retriever they rerank")
+    first_stage: str | None = Field(
+        None, description="for rerankers: the retriever they rerank (a registry entry or plugin name)"
+    )
     candidates: int = Field(20, gt=0, description="for rerankers: first-stage depth")
     description: str = ""
 
@@ -70,8 +72,8 @@ class Registry(_Strict):
     @model_validator(mode="after")
     def _references_resolve(self) -> Registry:
         for name, entry in self.retrievers.items():
-            if entry.first_stage is not None and entry.first_stage not in self.retrievers:
-                raise ValueError(f"retrievers.{name}.first_stage: {entry.first_stage!r} is not a retriever entry")
+            if entry.first_stage == name:
+                raise ValueError(f"retrievers.{name}.first_stage: a retriever cannot rerank itself")
         seen: set[str] = set()
         for i, condition in enumerate(self.conditions):
             if condition.name in seen:

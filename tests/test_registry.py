@@ -31,7 +31,10 @@ def test_bundled_registry_is_found_from_any_directory() -> None:
         ("- a\n- b\n", "must be a mapping"),
         ("datasets:\n  d: {params: {}}\n", r"datasets\.d\.plugin: Field required"),
         ("retrievers:\n  r: {plugin: bm25, colour: red}\n", r"retrievers\.r\.colour: Extra inputs are not permitted"),
-        ("retrievers:\n  r: {plugin: x, first_stage: nope}\n", r"first_stage: 'nope' is not a retriever entry"),
+        (
+            "retrievers:\n  r: {plugin: x, first_stage: r}\n",
+            r"retrievers\.r\.first_stage: a retriever cannot rerank itself",
+        ),
         (
             "conditions:\n  - {name: c, retriever: r, dataset: d, split: s, k: 0}\n",
             r"conditions\.0\.k: Input should be greater than 0",

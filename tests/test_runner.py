@@ -16,7 +16,7 @@ from harness.leaderboard import LeaderboardRow, read_rows
 from harness.plugins import PluginManager
 from harness.queries import Query
 from harness.registry import parse_registry
-from harness.retriever import BuildContext, Ranking, Retriever
+from harness.retriever import BuildContext, Ranking, Reranker, Retriever
 from harness.runner import Runner, resolve
 from harness.skb import SKB
 from harness.trec import read_run
@@ -48,10 +48,23 @@ class FlakyRetriever(Retriever):
         return [Ranking(self.ids[:k], np.arange(k, 0, -1)) for _ in queries]
 
 
+class ReverseReranker(Reranker):
+    """Reverses the first stage's order: easy to verify by hand."""
+
+    name = "reverse"
+
+    def build(self, skb: SKB, context: BuildContext) -> None:
+        pass
+
+    def rerank(self, queries: Sequence[Query], candidates: Sequence[Ranking], k: int) -> list[Ranking]:
+        return [Ranking(c.ids[::-1][:k], np.arange(len(c.ids))[:k][::-1] + 1.0) for c in candidates]
+
+
 class FlakyPlugin:
     @hookimpl
     def register_retrievers(self, register):  # type: ignore[no-untyped-def]
         register(FlakyRetriever)
+        register(ReverseReranker)
 
 
 @pytest.fixture
@@ -190,3 +203,18 @@ def test_edited_queries_get_a_new_configuration(manager: PluginManager, tmp_path
     runner = Runner(manager, output_dir=tmp_path / "runs", leaderboard_dir=tmp_path / "lb", device="cpu")
     second = runner.run(resolve(registry, manager.components))
     assert second.row.config_hash != first.row.config_hash and second.resumed_queries == 0
+
+
+def test_reranker_is_composed_with_its_first_stage(manager: PluginManager, tmp_path: Path) -> None:
+    text = TINY_REGISTRY + "  reverse: {plugin: reverse, first_stage: flaky, candidates: 3}\n"
+    registry = parse_registry(text, "r.yaml")
+    spec = resolve(registry, manager.components, retriever="reverse", k=2)
+    outcome = Runner(manager, output_dir=tmp_path / "runs", leaderboard_dir=None, device="cpu").run(spec)
+    # flaky returns candidates 0, 1, 2; the reranker reverses them and keeps k=2
+    run = read_run(outcome.run_dir / "run.trec")
+    assert run["1"] == ["2", "1"]
+    assert outcome.row.first_stage is not None and outcome.row.first_stage.name == "flaky"
+    assert spec.describe() == "flaky → reverse on tiny/test (k=2)"
+    bare = parse_registry(TINY_REGISTRY + "  reverse: {plugin: reverse}\n", "r.yaml")
+    with pytest.raises(HarnessError, match="is a reranker; give it a first_stage"):
+        resolve(bare, manager.components, retriever="reverse")
