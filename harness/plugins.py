@@ -58,10 +58,13 @@ class Components:
         found = self.by_kind.get(kind, {})
         if name not in found:
             known = ", ".join(sorted(found)) or "none installed"
-            broken = "; ".join(f"{f.plugin}: {f.error}" for f in self.failures)
-            hint = f" (plugins that failed to load: {broken})" if broken else ""
-            raise HarnessError(f"unknown {kind} {name!r}; known: {known}{hint}")
+            raise HarnessError(f"unknown {kind} {name!r}; known: {known}{self.failure_hint()}")
         return found[name]
+
+    def failure_hint(self) -> str:
+        """A note naming plugins that failed, for "unknown component" errors."""
+        broken = "; ".join(f"{f.plugin}: {f.error}" for f in self.failures)
+        return f" (plugins that failed to load: {broken})" if broken else ""
 
 
 class PluginManager:

@@ -17,7 +17,7 @@ import json
 import os
 import platform
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -84,26 +84,26 @@ class RunOutcome:
     checks: list[CheckResult] = field(default_factory=list)
 
 
+def _resolve_entry(
+    kind: str, entries: Mapping[str, Any], entry_type: type[Any], components: Components, name: str
+) -> Any:
+    """A registry entry by name, else a plugin component of that name with default parameters."""
+    if name in entries:
+        components.get(kind, entries[name].plugin)  # its plugin must be installed
+        return entries[name]
+    plugins = components.by_kind.get(kind, {})
+    if name in plugins:
+        return entry_type(plugin=name)
+    known = ", ".join(sorted(set(entries) | set(plugins))) or "none"
+    raise HarnessError(f"unknown {kind} {name!r}; known: {known}{components.failure_hint()}")
+
+
 def resolve_retriever(registry: Registry, components: Components, name: str) -> RetrieverEntry:
-    if name in registry.retrievers:
-        entry = registry.retrievers[name]
-        components.get("retriever", entry.plugin)
-        return entry
-    if name in components.by_kind.get("retriever", {}):
-        return RetrieverEntry(plugin=name)
-    known = sorted(set(registry.retrievers) | set(components.by_kind.get("retriever", {})))
-    raise HarnessError(f"unknown retriever {name!r}; known: {', '.join(known) or 'none'}")
+    return _resolve_entry("retriever", registry.retrievers, RetrieverEntry, components, name)
 
 
 def resolve_dataset(registry: Registry, components: Components, name: str) -> DatasetEntry:
-    if name in registry.datasets:
-        entry = registry.datasets[name]
-        components.get("dataset", entry.plugin)
-        return entry
-    if name in components.by_kind.get("dataset", {}):
-        return DatasetEntry(plugin=name)
-    known = sorted(set(registry.datasets) | set(components.by_kind.get("dataset", {})))
-    raise HarnessError(f"unknown dataset {name!r}; known: {', '.join(known) or 'none'}")
+    return _resolve_entry("dataset", registry.datasets, DatasetEntry, components, name)
 
 
 def resolve(
