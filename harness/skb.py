@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import lzma
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,15 @@ class EdgeType:
         if direction == "in" and self.inverse_label is not None:
             return self.inverse_label
         return self.label or self.name.replace("_", " ")
+
+
+def compact_text(text: str) -> str:
+    """Fold a "- key: value" document onto one line, as STaRK's ``compact_text`` does."""
+    text = text.replace("\n", ". ").replace("\r", "")
+    text = text.replace("- ", "")
+    text = text.replace(": .", ":").replace(":.", ":")
+    text = re.sub(r"\s{2,}", " ", text)
+    return text.replace(".. ", ". ")
 
 
 class _CSR:
@@ -78,6 +88,8 @@ class SKB:
         fingerprint: a string that changes whenever content changes; caches key on it.
             Computed from the arrays and names when not given.
         max_neighbors_in_doc: per relation, how many neighbour names a document lists.
+        undirected: the edge arrays already hold both directions of every edge (STaRK's
+            loaders make graphs undirected); only one CSR is then built.
     """
 
     def __init__(
@@ -95,6 +107,7 @@ class SKB:
         description: str = "",
         fingerprint: str | None = None,
         max_neighbors_in_doc: int = 50,
+        undirected: bool = False,
     ) -> None:
         self.name = name
         self.description = description
@@ -107,6 +120,7 @@ class SKB:
         self.dst = np.asarray(dst, dtype=np.int64)
         self.edge_type = np.asarray(edge_type, dtype=np.int32)
         self.max_neighbors_in_doc = max_neighbors_in_doc
+        self.undirected = undirected
         n = len(self.node_types)
         if len(names) != n or len(fields) != n:
             raise HarnessError(f"SKB {name!r}: {n} node types but {len(names)} names and {len(fields)} field rows")
@@ -175,7 +189,7 @@ class SKB:
 
     # -- graph ---------------------------------------------------------------------
     def _csr(self, direction: Literal["out", "in"]) -> _CSR:
-        if direction == "out":
+        if direction == "out" or self.undirected:
             if self._out is None:
                 self._out = _CSR(self.src, self.dst, self.edge_type, self.num_nodes)
             return self._out
@@ -191,8 +205,8 @@ class SKB:
         rel = None if relation is None else self.relation(relation)
         symmetric = rel is not None and self.edge_types[rel].symmetric
         parts = []
-        for side in ("out", "in"):
-            if direction not in (side, "both") and not symmetric:
+        for side in ("out",) if self.undirected else ("out", "in"):
+            if direction not in (side, "both") and not symmetric and not self.undirected:
                 continue
             ids, types = self._csr(side).row(node)
             parts.append(ids if rel is None else ids[types == rel])
@@ -201,7 +215,7 @@ class SKB:
     def relations(self, node: int) -> dict[str, np.ndarray]:
         """Neighbours grouped by the text that reads from ``node`` ("depends on", ...)."""
         grouped: dict[str, list[np.ndarray]] = {}
-        for side in ("out", "in"):
+        for side in ("out",) if self.undirected else ("out", "in"):
             ids, types = self._csr(side).row(node)  # type: ignore[arg-type]
             if not len(ids):
                 continue
@@ -212,9 +226,10 @@ class SKB:
         return {label: np.unique(np.concatenate(parts)) for label, parts in grouped.items()}
 
     # -- documents -----------------------------------------------------------------
-    def document(self, node: int, with_relations: bool = False) -> str:
+    def document(self, node: int, with_relations: bool = False, compact: bool = False) -> str:
         """The node's text: type and name, its fields, then (optionally) one line per
-        relation listing neighbour names — STaRK's ``get_doc_info(add_rel=...)`` idea."""
+        relation listing neighbour names — STaRK's ``get_doc_info(add_rel=...)`` idea.
+        ``compact`` folds it onto one line (STaRK's variant for ColBERT and multi-vector)."""
         lines = [f"- {self.node_type(node)}: {self.names[node]}"]
         for key, value in self.fields[node].items():
             if value is None or value == "" or value == []:
@@ -223,7 +238,8 @@ class SKB:
             lines.append(f"- {key}: {text}")
         if with_relations:
             lines.extend(self.relation_lines(node))
-        return "\n".join(lines)
+        text = "\n".join(lines)
+        return compact_text(text) if compact else text
 
     def relation_lines(self, node: int) -> list[str]:
         """The "- relation: name, name, ..." lines of a node's document."""
@@ -235,10 +251,12 @@ class SKB:
             lines.append(f"- {label}: {', '.join(names)}{more}")
         return lines
 
-    def documents(self, ids: Sequence[int] | np.ndarray | None = None, with_relations: bool = False) -> Iterator[str]:
+    def documents(
+        self, ids: Sequence[int] | np.ndarray | None = None, with_relations: bool = False, compact: bool = False
+    ) -> Iterator[str]:
         """Documents of ``ids`` (default: the candidates), built one at a time."""
         for node in self.candidate_ids if ids is None else ids:
-            yield self.document(int(node), with_relations=with_relations)
+            yield self.document(int(node), with_relations=with_relations, compact=compact)
 
     # -- identity and persistence ----------------------------------------------------
     @property
