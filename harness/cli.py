@@ -99,6 +99,7 @@ def _progress() -> Iterator[Any]:
 )
 @click.option("--no-leaderboard", is_flag=True, help="do not write leaderboard rows")
 @click.option("--fresh", is_flag=True, help="discard earlier results of the same configuration")
+@click.option("--data-dir", type=click.Path(file_okay=False), help="local copy of the dataset's files (data_dir)")
 @click.option("--dry-run", is_flag=True, help="print what would run, run nothing")
 @click.option("--check", is_flag=True, help="exit 1 when a condition's expected score is missed")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
@@ -118,6 +119,7 @@ def run(
     leaderboard_dir: str,
     no_leaderboard: bool,
     fresh: bool,
+    data_dir: str | None,
     dry_run: bool,
     check: bool,
     fmt: str,
@@ -142,7 +144,11 @@ def run(
             raise HarnessError(f"{registry.source}: no datasets to run with --all")
     else:
         targets.append((dataset, split))
-    specs = [resolve(registry, components, retriever, d, s, k, metric_list, sample, seed) for d, s in targets]
+    params = {"data_dir": data_dir} if data_dir else None
+    specs = [
+        resolve(registry, components, retriever, d, s, k, metric_list, sample, seed, dataset_params=params)
+        for d, s in targets
+    ]
     if dry_run:
         data = [
             {
@@ -379,8 +385,9 @@ def evaluate_cmd(run_file: str, qrels: str, metrics: str, per_query: bool, fmt: 
 @cli.command()
 @click.argument("dataset")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--data-dir", type=click.Path(file_okay=False), help="local copy of the dataset's files (data_dir)")
 @_registry_option
-def describe(dataset: str, fmt: str, registry_path: str | None) -> None:
+def describe(dataset: str, fmt: str, data_dir: str | None, registry_path: str | None) -> None:
     """Counts for a dataset: nodes and edges by type, candidates, queries per split."""
     from harness.registry import load_registry
     from harness.runner import resolve_dataset
@@ -389,7 +396,12 @@ def describe(dataset: str, fmt: str, registry_path: str | None) -> None:
     components = get_plugin_manager().components
     entry = resolve_dataset(registry, components, dataset)
     cls = components.get("dataset", entry.plugin)
-    info = cls(**entry.params).describe()
+    params = {**entry.params, **({"data_dir": data_dir} if data_dir else {})}
+    try:
+        instance = cls(**params)
+    except TypeError as exc:
+        raise HarnessError(f"dataset {dataset!r}: bad parameters {params}: {exc}") from exc
+    info = instance.describe()
     if fmt == "json":
         _echo_json(info)
         return

@@ -116,8 +116,10 @@ def resolve(
     metrics: Sequence[str] | None = None,
     sample_fraction: float | None = None,
     seed: int = 0,
+    dataset_params: dict[str, Any] | None = None,
 ) -> RunSpec:
-    """Fill in defaults from the registry and check every name exists."""
+    """Fill in defaults from the registry and check every name exists. ``dataset_params``
+    override the dataset entry's parameters (``--data-dir`` sets ``data_dir``)."""
     retriever = retriever or registry.defaults.retriever
     dataset = dataset or registry.defaults.dataset
     if retriever is None:
@@ -144,7 +146,7 @@ def resolve(
         retriever=retriever,
         retriever_entry=entry,
         dataset=dataset,
-        dataset_entry=resolve_dataset(registry, components, dataset),
+        dataset_entry=_with_params(resolve_dataset(registry, components, dataset), dataset_params),
         split=split,
         k=k,
         metrics=metric_names,
@@ -154,6 +156,12 @@ def resolve(
         seed=seed,
         condition=condition,
     )
+
+
+def _with_params(entry: DatasetEntry, params: dict[str, Any] | None) -> DatasetEntry:
+    if not params:
+        return entry
+    return entry.model_copy(update={"params": {**entry.params, **params}})
 
 
 def resolve_device(device: str) -> str:

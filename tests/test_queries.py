@@ -10,7 +10,7 @@ from conftest import SHARED, shared_available
 from harness.errors import HarnessError
 from harness.queries import HUMAN_SPLIT, Query, QuerySet, load_stark_layout, sample, write_stark_csv
 
-SLICE = Path(__file__).parent / "data" / "stark_prime_slice"
+SLICE = Path(__file__).parent / "data" / "stark" / "qa" / "prime"
 
 
 def test_real_slice_loads_with_splits_and_quirks() -> None:

@@ -1,0 +1,249 @@
+"""The STaRK dataset plugin: official-format SKBs, documents equal to the official loader's,
+query sets in the official layout, local copies, downloads from a hub, and clear errors."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import SHARED, shared_available
+from stark_fixtures import write_all
+
+from harness.errors import HarnessError
+from harness.queries import HUMAN_SPLIT
+from harness_stark import StarkAmazon, StarkMag, StarkPrime
+
+REFERENCE = json.loads((Path(__file__).parent / "reference" / "stark_documents.json").read_text())
+SLICE_ROOT = Path(__file__).parent / "data" / "stark"
+DATASETS = {"prime": StarkPrime, "mag": StarkMag, "amazon": StarkAmazon}
+
+
+@pytest.fixture(scope="module")
+def official_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_all(tmp_path_factory.mktemp("stark"))
+
+
+@pytest.mark.parametrize("name", ["prime", "mag", "amazon"])
+def test_documents_equal_the_official_loader(official_files: Path, name: str) -> None:
+    skb = DATASETS[name](data_dir=str(official_files)).load_skb()
+    expected = REFERENCE[name]
+    assert skb.candidate_ids.tolist() == expected["candidate_ids"]
+    for node, variants in expected["documents"].items():
+        node = int(node)
+        assert skb.document(node) == variants["plain"], (name, node)
+        assert skb.document(node, with_relations=True) == variants["relations"], (name, node)
+        assert skb.document(node, compact=True) == variants["compact"], (name, node)
+        assert skb.document(node, with_relations=True, compact=True) == variants["relations_compact"], (name, node)
+
+
+@pytest.mark.parametrize("name", ["prime", "mag", "amazon"])
+def test_edges_are_made_undirected_like_the_official_loader(official_files: Path, name: str) -> None:
+    skb = DATASETS[name](data_dir=str(official_files)).load_skb()
+    ids = {e.name: i for i, e in enumerate(skb.edge_types)}
+    official_names = {int(k): v for k, v in skb.edge_type_dict.items()}
+    ours = sorted(zip(skb.src.tolist(), skb.dst.tolist(), [official_names[int(t)] for t in skb.edge_type], strict=True))
+    theirs = sorted((s, d, official_names[t]) for s, d, t in REFERENCE[name]["edges"])
+    assert ours == theirs
+    assert skb.undirected and set(ids) == set(official_names.values())
+
+
+def test_names_and_counts(official_files: Path) -> None:
+    prime = StarkPrime(data_dir=str(official_files)).load_skb()
+    assert prime.names[2] == "Lepirudin" and prime.node_type(2) == "drug"
+    counts = StarkAmazon(data_dir=str(official_files)).load_skb().counts()
+    assert counts["nodes_by_type"] == {"product": 3, "brand": 2, "category": 3, "color": 2}
+    assert counts["candidates"] == 3
+
+
+def test_query_slice_in_official_layout() -> None:
+    queries = StarkPrime(data_dir=str(SLICE_ROOT)).load_queries()
+    assert set(queries.split_names) == {"train", "val", "test", HUMAN_SPLIT}
+    assert queries.counts()[HUMAN_SPLIT] == 10
+
+
+@pytest.mark.skipif(not shared_available(), reason="../shared/stark not present")
+def test_describe_reports_queries_and_missing_skb_files() -> None:
+    from click.testing import CliRunner
+
+    from harness.cli import cli
+
+    result = CliRunner().invoke(
+        cli, ["describe", "stark-prime", "--data-dir", str(SHARED / "stark"), "--format", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    info = json.loads(result.stdout)
+    assert info["queries"] == {"test": 2801, "train": 6162, "val": 2241, HUMAN_SPLIT: 109}
+    assert info["skb_missing"][0] == "skb/prime/processed.zip"
+    assert "skb/prime/processed/node_info.pkl" in info["skb_missing"]
+    amazon = json.loads(
+        CliRunner()
+        .invoke(cli, ["describe", "stark-amazon", "--data-dir", str(SHARED / "stark"), "--format", "json"])
+        .stdout
+    )
+    assert "skb/amazon/processed/cache/brand-category-color/node_info.pkl" in amazon["skb_missing"]
+
+
+def test_local_copy_without_skb_names_the_files() -> None:
+    dataset = StarkMag(data_dir=str(SLICE_ROOT))
+    with pytest.raises(HarnessError, match=r"need skb/mag/processed\.zip"):
+        dataset.load_skb()
+    with pytest.raises(HarnessError, match="does not exist"):
+        StarkMag(data_dir="/nonexistent/stark").load_queries()
+
+
+def test_bm25_runs_on_a_stark_skb(official_files: Path, tmp_path: Path, plugins) -> None:  # type: ignore[no-untyped-def]
+    from harness.registry import load_registry
+    from harness.runner import Runner, resolve
+
+    qa = official_files / "qa" / "prime"
+    (qa / "stark_qa").mkdir(parents=True, exist_ok=True)
+    (qa / "split").mkdir(exist_ok=True)
+    (qa / "stark_qa" / "stark_qa.csv").write_text(
+        'id,query,answer_ids\n0,"Which drug is a direct thrombin inhibitor?",[2]\n'
+        '1,"genes with an ankyrin repeat","[1, 1]"\n2,"What pathway involves PHYHIP?",[4]\n'
+    )
+    (qa / "split" / "test.index").write_text("0\n1\n2")
+    registry = load_registry()
+    spec = resolve(
+        registry,
+        plugins.components,
+        retriever="bm25",
+        dataset="stark-prime",
+        split="test",
+        dataset_params={"data_dir": str(official_files)},
+    )
+    row = Runner(plugins, output_dir=tmp_path / "runs", leaderboard_dir=None, device="cpu").run(spec).row
+    assert row.num_queries == 3 and row.metrics["hit@1"] >= 2 / 3
+
+
+# -- downloads ------------------------------------------------------------------------------
+
+
+class _FakeHub(http.server.SimpleHTTPRequestHandler):
+    """Answers the two requests hf_hub_download makes: HEAD and GET on /datasets/…/resolve/…"""
+
+    root: Path
+    commit = "0123456789abcdef0123456789abcdef01234567"
+
+    def _file(self) -> Path | None:
+        prefix = "/datasets/snap-stanford/stark/resolve/"
+        if not self.path.startswith(prefix):
+            return None
+        relative = self.path[len(prefix) :].split("/", 1)[1].split("?")[0]
+        path = self.root / relative
+        return path if path.is_file() else None
+
+    def _headers(self, path: Path | None) -> None:
+        if path is None:
+            self.send_response(404)
+            self.send_header("X-Error-Code", "EntryNotFound")
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("X-Repo-Commit", self.commit)
+        self.send_header("ETag", f'"{path.stat().st_size:x}{path.stat().st_mtime_ns:x}"')
+        self.send_header("Content-Length", str(path.stat().st_size))
+        self.end_headers()
+
+    def do_HEAD(self) -> None:
+        self._headers(self._file())
+
+    def do_GET(self) -> None:
+        path = self._file()
+        self._headers(path)
+        if path is not None:
+            self.wfile.write(path.read_bytes())
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def fake_hub(official_files: Path, tmp_path: Path) -> Iterator[str]:
+    repo = tmp_path / "repo"
+    shutil.copytree(SLICE_ROOT / "qa", repo / "qa")
+    (repo / "skb" / "prime").mkdir(parents=True)
+    with zipfile.ZipFile(repo / "skb" / "prime" / "processed.zip", "w") as bundle:
+        for file in (official_files / "skb" / "prime" / "processed").iterdir():
+            bundle.write(file, f"processed/{file.name}")
+    handler = type("Hub", (_FakeHub,), {"root": repo})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def _python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **env}, timeout=300
+    )
+
+
+LOAD = (
+    "import json\nfrom harness_stark import StarkPrime\nd = StarkPrime()\n"
+    "print(json.dumps({'queries': d.load_queries().counts(), 'doc': d.load_skb().document(2, True)}))"
+)
+
+
+def test_download_from_a_hub_then_offline_from_its_cache(fake_hub: str, tmp_path: Path) -> None:
+    env = {
+        "HF_ENDPOINT": fake_hub,
+        "HF_HOME": str(tmp_path / "hf"),
+        "HARNESS_CACHE": str(tmp_path / "cache"),
+        "STARK_DATA_DIR": "",
+        "HF_HUB_DISABLE_XET": "1",
+    }
+    first = _python(LOAD, env)
+    assert first.returncode == 0, first.stderr
+    data = json.loads(first.stdout.splitlines()[-1])
+    assert data["queries"]["test"] == 21 and data["doc"] == REFERENCE["prime"]["documents"]["2"]["relations"]
+    assert list((tmp_path / "hf").rglob("processed.zip"))
+    again = _python(LOAD, {**env, "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9"})
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout.splitlines()[-1]) == data
+
+
+def test_offline_without_a_local_copy_is_one_clear_error(tmp_path: Path) -> None:
+    env = {
+        "HF_HUB_OFFLINE": "1",
+        "HF_HOME": str(tmp_path / "hf"),
+        "HARNESS_CACHE": str(tmp_path / "cache"),
+        "STARK_DATA_DIR": "",
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", "from harness.cli import main; main()", "describe", "stark-mag"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: cannot get qa/mag/stark_qa/stark_qa.csv from the Hugging Face hub")
+    assert "--data-dir" in result.stderr and "STARK_DATA_DIR" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").rglob("*"))
+
+
+def test_corrupt_archive_is_refused_and_nothing_half_written(tmp_path: Path) -> None:
+    (tmp_path / "skb" / "prime").mkdir(parents=True)
+    (tmp_path / "skb" / "prime" / "processed.zip").write_bytes(b"PK\x03\x04 not really a zip")
+    with pytest.raises(HarnessError, match=r"cannot unpack .*processed\.zip"):
+        StarkPrime(data_dir=str(tmp_path)).load_skb()
+    assert not list((Path(os.environ["HARNESS_CACHE"]) / "stark").glob("prime-*"))
+
+
+def test_unknown_answer_types_are_kept_for_the_evaluator(official_files: Path) -> None:
+    """MAG's human-generated set lists a few answers that are not papers: they stay in the
+    query (the metrics drop non-candidates), so counts match the release."""
+    skb = StarkMag(data_dir=str(official_files)).load_skb()
+    assert skb.is_candidate(np.array([0, 6])).tolist() == [False, True]
