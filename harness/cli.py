@@ -181,9 +181,19 @@ def run(
             progress=task_factory,
             fresh=fresh,
         )
+        errors: list[str] = []
         for spec in specs:
-            console.print(f"[bold]running[/bold] {spec.describe()}")
-            outcome = runner.run(spec)
+            console.print(f"[bold]running[/bold] {spec.describe()}", markup=True, highlight=False)
+            try:
+                outcome = runner.run(spec)
+            except HarnessError as exc:
+                if len(specs) == 1:
+                    raise
+                # With several runs, one that cannot run (e.g. data not available) must not
+                # cost the others; it is reported and the exit status says so.
+                errors.append(f"{spec.describe()}: {exc}")
+                console.print(f"[red]failed:[/red] {exc}", highlight=False)
+                continue
             outcomes.append(outcome)
             failed |= any(not c.ok for c in outcome.checks)
     if fmt == "json":
@@ -203,6 +213,9 @@ def run(
     else:
         for outcome in outcomes:
             _print_outcome(outcome)
+    if errors:
+        click.echo(f"error: {len(errors)} of {len(specs)} runs failed:\n  " + "\n  ".join(errors), err=True)
+        sys.exit(2)
     if check and failed:
         sys.exit(1)
 

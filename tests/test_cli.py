@@ -25,7 +25,9 @@ def test_default_run_dry_run_and_check(tmp_path: Path) -> None:
     code, out, _ = invoke("run", "--dry-run")
     assert code == 0 and "would run bm25 on debian/test (k=100)" in out and "condition bm25/debian/test" in out
     code, out, _ = invoke("run", "--all", "--dry-run", "--format", "json")
-    assert [d["run"] for d in json.loads(out)] == ["bm25 on debian/val (k=100)", "bm25 on debian/test (k=100)"]
+    runs = [d["run"] for d in json.loads(out)]
+    assert runs[:2] == ["bm25 on debian/val (k=100)", "bm25 on debian/test (k=100)"]
+    assert "bm25 on stark-prime/human-generated (k=100)" in runs and len(runs) == 8
     code, out, _ = invoke("run", "--check", "--format", "json")
     assert code == 0, out
     result = json.loads(out)[0]
@@ -38,6 +40,14 @@ def test_check_fails_when_expected_scores_are_missed(tmp_path: Path) -> None:
     (tmp_path / "registry.yaml").write_text(registry)  # ./registry.yaml wins over the bundled one
     code, out, _ = invoke("run", "--check")
     assert code == 1 and "FAIL hit@1: expected 0.9000" in out and "OK mrr" in out
+
+
+def test_all_keeps_going_when_one_dataset_cannot_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STARK_DATA_DIR", str(tmp_path / "no-such-dir"))
+    code, out, err = invoke("run", "--all", "--format", "json")
+    assert code == 2
+    assert [r["row"]["dataset"]["name"] for r in json.loads(out)] == ["debian", "debian"]
+    assert "error: 6 of 8 runs failed" in err and "STaRK data directory" in err
 
 
 def test_errors_are_one_line_without_traceback() -> None:
@@ -63,7 +73,7 @@ def test_list_and_plugins() -> None:
     code, out, _ = invoke("list")
     assert code == 0 and "conditions" in out
     code, out, _ = invoke("plugins", "--hook", "register_datasets")
-    assert [p["name"] for p in json.loads(out)] == ["debian"]
+    assert [p["name"] for p in json.loads(out)] == ["debian", "stark"]
 
 
 def test_describe_debian() -> None:

@@ -247,3 +247,40 @@ def test_unknown_answer_types_are_kept_for_the_evaluator(official_files: Path) -
     query (the metrics drop non-candidates), so counts match the release."""
     skb = StarkMag(data_dir=str(official_files)).load_skb()
     assert skb.is_candidate(np.array([0, 6])).tolist() == [False, True]
+
+
+@pytest.mark.parametrize(
+    "node_info",
+    [
+        {i: {"title": f"t{i}", "review": [{"text": "x" * 100, "vote": None}], "n": i} for i in range(2500)},
+        {1: {"name": "b"}, 0: {"name": "a"}, 2: {"name": "c"}},  # ids out of order
+        (lambda shared: {0: {"tags": shared}, 1: {"tags": shared}})(["a" * 100, "b" * 100]),  # shared objects
+        {},
+    ],
+)
+def test_node_store_equals_pickle(node_info: dict, tmp_path: Path) -> None:
+    import pickle
+
+    from harness_stark.store import build_store
+
+    source = tmp_path / "node_info.pkl"
+    source.write_bytes(pickle.dumps(node_info, protocol=4))
+    store = build_store(source, tmp_path / "store")
+    assert len(store) == len(node_info)
+    assert {i: store[i] for i in range(len(store))} == node_info
+    again = build_store(source, tmp_path / "store")  # a second call opens the cached copy
+    assert len(again) == len(node_info)
+
+
+def test_node_store_rejects_bad_files(tmp_path: Path) -> None:
+    import pickle
+
+    from harness_stark.store import build_store
+
+    (tmp_path / "gaps.pkl").write_bytes(pickle.dumps({0: {}, 5: {}}))
+    with pytest.raises(HarnessError, match=r"node ids are not 0\.\.1"):
+        build_store(tmp_path / "gaps.pkl", tmp_path / "a")
+    (tmp_path / "cut.pkl").write_bytes(pickle.dumps({i: {"x": i} for i in range(100)})[:300])
+    with pytest.raises(HarnessError, match="cannot read"):
+        build_store(tmp_path / "cut.pkl", tmp_path / "b")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

@@ -50,8 +50,9 @@ class StarkDataset(Dataset):
     def load_skb(self) -> SKB:
         if self._skb is None:
             directory = files.processed_dir(self.stark_name, self.data_dir, self.variant, self.revision)
-            processed = read_processed(directory)
-            self._skb = self.skb_class(processed, fingerprint=file_fingerprint(directory), **self.skb_params)
+            fingerprint = file_fingerprint(directory)
+            processed = read_processed(directory, fingerprint)
+            self._skb = self.skb_class(processed, fingerprint=fingerprint, **self.skb_params)
         return self._skb
 
     def describe(self) -> dict[str, Any]:

@@ -23,14 +23,18 @@ from harness.errors import HarnessError
 from harness.skb import SKB, EdgeType, compact_text
 
 
-def read_processed(directory: Path) -> dict[str, Any]:
-    """The official processed files as numpy arrays and Python objects."""
+def read_processed(directory: Path, fingerprint: str | None = None) -> dict[str, Any]:
+    """The official processed files as numpy arrays and Python objects; ``node_info`` as a
+    memory-mapped :class:`~harness_stark.store.NodeStore` (converted once, then cached)."""
     import torch
 
+    from harness.io import cache_root
+    from harness_stark.store import build_store
+
     out: dict[str, Any] = {}
+    key = fingerprint or file_fingerprint(directory)
     try:
-        with (directory / "node_info.pkl").open("rb") as handle:
-            out["node_info"] = pickle.load(handle)
+        out["node_info"] = build_store(directory / "node_info.pkl", cache_root() / "stark" / "nodes" / key)
         for key in ("edge_index", "edge_types", "node_types"):
             tensor = torch.load(directory / f"{key}.pt", map_location="cpu", weights_only=True)
             out[key] = tensor.numpy().astype(np.int64, copy=False)

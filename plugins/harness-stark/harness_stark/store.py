@@ -1,0 +1,177 @@
+"""A compact, memory-mapped copy of ``node_info.pkl``.
+
+The official ``node_info.pkl`` is one pickled dict of every node's attributes; for
+STaRK-Amazon that is ~600M tokens of text, which as Python objects takes several times its
+size on disk. The first load converts it, streaming, into ``blobs.bin`` (one pickle per
+node, concatenated) and ``offsets.npy``; later loads memory-map those, and a node's
+attributes are unpickled only when its document is built.
+
+The conversion reads the pickle with a streaming unpickler that hands over each top-level
+entry as soon as it is complete and forgets it, so memory stays bounded by one batch of
+entries. Should a file use shared references that the streaming reader cannot resolve, it
+falls back to a plain ``pickle.load`` (correct, only heavier).
+"""
+
+from __future__ import annotations
+
+import mmap
+import pickle
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, BinaryIO, ClassVar
+
+import numpy as np
+
+from harness.errors import HarnessError
+from harness.io import atomic_dir
+
+_SHORT = 64  # strings up to this length stay memoized: dict keys are shared across entries
+
+
+class _StreamingUnpickler(pickle._Unpickler):  # the pure-Python reader exposes its opcodes
+    """Unpickles a top-level dict, passing each (key, value) to ``sink`` instead of keeping it."""
+
+    def __init__(self, handle: BinaryIO, sink: Callable[[Any, Any], None]) -> None:
+        super().__init__(handle)
+        self.sink = sink
+        self.top: dict | None = None
+        self.mark_memo = 0
+
+    def load_empty_dictionary(self) -> None:
+        value: dict = {}
+        if self.top is None and not self.stack and not self.metastack:
+            self.top = value
+        self.append(value)
+
+    def _take(self, key: Any, value: Any) -> None:
+        self.sink(key, value)
+        # Forget what the entry built: containers and long texts are not shared across entries.
+        for index in range(self.mark_memo, len(self.memo)):
+            item = self.memo.get(index)
+            if isinstance(item, dict | list | tuple) or (isinstance(item, str | bytes) and len(item) > _SHORT):
+                del self.memo[index]
+        self.mark_memo = len(self.memo)
+
+    def load_setitems(self) -> None:
+        items = self.pop_mark()
+        target = self.stack[-1]
+        for i in range(0, len(items), 2):
+            if target is self.top:
+                self._take(items[i], items[i + 1])
+            else:
+                target[items[i]] = items[i + 1]
+
+    def load_setitem(self) -> None:
+        value = self.stack.pop()
+        key = self.stack.pop()
+        if self.stack[-1] is self.top:
+            self._take(key, value)
+        else:
+            self.stack[-1][key] = value
+
+    dispatch: ClassVar[dict[int, Callable[..., None]]] = dict(pickle._Unpickler.dispatch)
+    dispatch[pickle.EMPTY_DICT[0]] = load_empty_dictionary
+    dispatch[pickle.SETITEMS[0]] = load_setitems
+    dispatch[pickle.SETITEM[0]] = load_setitem
+
+
+def _read_entries(path: Path, sink: Callable[[Any, Any], None]) -> None:
+    """Hand every (key, value) of a pickled dict to ``sink``, streamed when possible."""
+    try:
+        with path.open("rb") as handle:
+            reader = _StreamingUnpickler(handle, sink)
+            reader.load()
+            if reader.top is None:
+                raise pickle.UnpicklingError("not a pickled dict")
+            return
+    except (KeyError, pickle.UnpicklingError) as exc:
+        if isinstance(exc, pickle.UnpicklingError) and "Memo value not found" not in str(exc):
+            raise
+        # a shared reference the streaming reader had already forgotten: read the file whole
+    raise _Restart
+
+
+class _Restart(Exception):
+    pass
+
+
+class NodeStore(Mapping[int, Any]):
+    """Node id → attribute dict, read from a memory-mapped blob file."""
+
+    def __init__(self, directory: Path) -> None:
+        self.offsets = np.load(directory / "offsets.npy", mmap_mode="r")
+        self._file = (directory / "blobs.bin").open("rb")
+        size = (directory / "blobs.bin").stat().st_size
+        self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+
+    def __getitem__(self, node: int) -> Any:
+        if not 0 <= node < len(self.offsets) - 1:
+            raise KeyError(node)
+        start, end = int(self.offsets[node]), int(self.offsets[node + 1])
+        return pickle.loads(self._map[start:end])
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(len(self)))
+
+
+def build_store(source: Path, directory: Path) -> NodeStore:
+    """Convert ``node_info.pkl`` into a :class:`NodeStore` at ``directory`` (atomically)."""
+    if (directory / "offsets.npy").exists():
+        return NodeStore(directory)
+    try:
+        with atomic_dir(directory) as tmp:
+            try:
+                positions = _write_blobs(tmp / "blobs.bin", lambda sink: _read_entries(source, sink))
+            except _Restart:
+                positions = _write_blobs(tmp / "blobs.bin", lambda sink: _whole(source, sink))
+            _write_offsets(tmp, positions, source)
+    except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError, IndexError) as exc:
+        raise HarnessError(f"cannot read {source}: {exc}") from exc
+    return NodeStore(directory)
+
+
+def _whole(source: Path, sink: Callable[[Any, Any], None]) -> None:
+    with source.open("rb") as handle:
+        whole = pickle.load(handle)
+    if not isinstance(whole, Mapping):
+        raise HarnessError(f"{source}: expected a pickled dict of node attributes")
+    for key, value in whole.items():
+        sink(key, value)
+
+
+def _write_blobs(path: Path, feed: Callable[[Callable[[Any, Any], None]], None]) -> dict[int, tuple[int, int]]:
+    positions: dict[int, tuple[int, int]] = {}
+    with path.open("wb") as blobs:
+
+        def sink(key: Any, value: Any) -> None:
+            blob = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+            positions[int(key)] = (blobs.tell(), len(blob))
+            blobs.write(blob)
+
+        feed(sink)
+    return positions
+
+
+def _write_offsets(directory: Path, positions: dict[int, tuple[int, int]], source: Path) -> None:
+    count = len(positions)
+    if sorted(positions) != list(range(count)):
+        raise HarnessError(f"{source}: node ids are not 0..{count - 1}")
+    starts = np.array([positions[i][0] for i in range(count)], dtype=np.int64)
+    lengths = np.array([positions[i][1] for i in range(count)], dtype=np.int64)
+    if count > 1 and not np.all(np.diff(starts) > 0):  # blobs are in file order; lay them out by id
+        _reorder(directory / "blobs.bin", starts, lengths)
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    end = int(starts[-1] + lengths[-1]) if count else 0
+    np.save(directory / "offsets.npy", np.concatenate([starts, [end]]).astype(np.int64))
+
+
+def _reorder(path: Path, starts: np.ndarray, lengths: np.ndarray) -> None:
+    ordered = path.with_suffix(".ordered")
+    with path.open("rb") as source, ordered.open("wb") as target:
+        for start, length in zip(starts, lengths, strict=True):
+            source.seek(int(start))
+            target.write(source.read(int(length)))
+    ordered.replace(path)
