@@ -18,6 +18,7 @@ import gc
 import os
 import pickle
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -38,6 +39,9 @@ for doc in skb.documents(skb.candidate_ids[:20000], with_relations=True):
     n += len(doc)
 docs = time.perf_counter() - started
 print(loaded, docs / 20000, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, skb.num_nodes, skb.num_edges)
+started = time.perf_counter()
+StarkAmazon(data_dir=sys.argv[1]).load_skb()
+print(time.perf_counter() - started)
 """
 
 PICKLE_ONLY = """
@@ -118,15 +122,19 @@ def main() -> None:
     parser.add_argument("--edges", type=int, default=9_443_802)
     parser.add_argument("--tokens-per-product", type=int, default=600)
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--reuse", action="store_true", help="keep files already written in --workdir")
     args = parser.parse_args()
     root = args.workdir or Path(tempfile.mkdtemp(prefix="stark-scale-"))
     started = time.perf_counter()
-    directory = write_synthetic(root, args.products, args.meta, args.edges, args.tokens_per_product)
+    directory = root / "skb" / "amazon" / "processed" / "cache" / "brand-category-color"
+    if not (args.reuse and (directory / "node_types.pt").exists()):
+        directory = write_synthetic(root, args.products, args.meta, args.edges, args.tokens_per_product)
     size = sum(f.stat().st_size for f in directory.iterdir()) / 2**30
     print(
         f"wrote {directory} ({size:.1f} GiB) in {time.perf_counter() - started:.0f} s; "
         f"writer peak {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.1f} GiB"
     )
+    shutil.rmtree(root / "cache", ignore_errors=True)  # measure the first load, conversion included
     env = {**os.environ, "HARNESS_CACHE": str(root / "cache")}
     floor = subprocess.run(
         [sys.executable, "-c", PICKLE_ONLY, str(directory / "node_info.pkl")],
@@ -139,12 +147,14 @@ def main() -> None:
         [sys.executable, "-c", LOADER, str(root)], capture_output=True, text=True, check=True, env=env
     ).stdout.split()
     loaded, per_doc, peak, nodes, n_edges = float(out[0]), float(out[1]), float(out[2]), int(out[3]), int(out[4])
+    reload = float(out[5])
     print(f"{nodes:,} nodes, {n_edges:,} edges")
     print(f"pickle.load(node_info.pkl) alone   {float(floor[0]):7.1f} s   peak {float(floor[1]) / 1024:5.2f} GiB")
     print(
-        f"harness_stark load (incl. arrays)  {loaded:7.1f} s   peak {peak / 1024:5.2f} GiB"
+        f"harness_stark first load (converts){loaded:7.1f} s   peak {peak / 1024:5.2f} GiB"
         f"   ratio {loaded / float(floor[0]):4.2f}x   goal < 8 GiB: {'met' if peak / 1024 < 8 else 'MISSED'}"
     )
+    print(f"harness_stark reload (cached store) {reload:6.1f} s")
     print(f"document with relations            {1e3 * per_doc:7.3f} ms/document")
 
 

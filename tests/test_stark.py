@@ -284,3 +284,20 @@ def test_node_store_rejects_bad_files(tmp_path: Path) -> None:
     with pytest.raises(HarnessError, match="cannot read"):
         build_store(tmp_path / "cut.pkl", tmp_path / "b")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_node_store_streams_without_reading_the_whole_pickle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pickle
+
+    import harness_stark.store as store
+
+    def whole(*args: object) -> None:
+        raise AssertionError("fell back to reading the whole pickle")
+
+    monkeypatch.setattr(store, "_whole", whole)
+    node_info = {i: {"title": f"title {i}", "review": [{"reviewText": "w" * (80 + i % 13)}]} for i in range(3000)}
+    for protocol in (2, 4, 5):
+        source = tmp_path / f"p{protocol}.pkl"
+        source.write_bytes(pickle.dumps(node_info, protocol=protocol))
+        built = store.build_store(source, tmp_path / f"s{protocol}")
+        assert [built[i] for i in range(3000)] == list(node_info.values())

@@ -10,6 +10,7 @@ arrays. Documents are built on demand from ``node_info`` and follow the official
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import pickle
@@ -122,6 +123,8 @@ class StarkSKB(SKB):
 
     def __init__(self, processed: dict[str, Any], fingerprint: str | None = None) -> None:
         self.node_info: Mapping[int, Any] = processed["node_info"]
+        # Relation lines repeat the same neighbour names; each costs one unpickle from the store.
+        self.node_name = functools.lru_cache(maxsize=1 << 18)(self.node_name)  # type: ignore[method-assign]
         node_type_dict = processed.get("node_type_dict") or self.default_node_types
         edge_type_dict = processed.get("edge_type_dict") or self.default_edge_types
         if not node_type_dict or not edge_type_dict:

@@ -36,6 +36,7 @@ class _StreamingUnpickler(pickle._Unpickler):  # the pure-Python reader exposes 
         self.sink = sink
         self.top: dict | None = None
         self.mark_memo = 0
+        self.memo_count = 0  # MEMOIZE numbers objects by count; the memo itself shrinks
 
     def load_empty_dictionary(self) -> None:
         value: dict = {}
@@ -46,11 +47,15 @@ class _StreamingUnpickler(pickle._Unpickler):  # the pure-Python reader exposes 
     def _take(self, key: Any, value: Any) -> None:
         self.sink(key, value)
         # Forget what the entry built: containers and long texts are not shared across entries.
-        for index in range(self.mark_memo, len(self.memo)):
+        for index in range(self.mark_memo, self.memo_count):
             item = self.memo.get(index)
             if isinstance(item, dict | list | tuple) or (isinstance(item, str | bytes) and len(item) > _SHORT):
                 del self.memo[index]
-        self.mark_memo = len(self.memo)
+        self.mark_memo = self.memo_count
+
+    def load_memoize(self) -> None:
+        self.memo[self.memo_count] = self.stack[-1]
+        self.memo_count += 1
 
     def load_setitems(self) -> None:
         items = self.pop_mark()
@@ -73,6 +78,7 @@ class _StreamingUnpickler(pickle._Unpickler):  # the pure-Python reader exposes 
     dispatch[pickle.EMPTY_DICT[0]] = load_empty_dictionary
     dispatch[pickle.SETITEMS[0]] = load_setitems
     dispatch[pickle.SETITEM[0]] = load_setitem
+    dispatch[pickle.MEMOIZE[0]] = load_memoize
 
 
 def _read_entries(path: Path, sink: Callable[[Any, Any], None]) -> None:
