@@ -7,8 +7,8 @@ node, concatenated) and ``offsets.npy``; later loads memory-map those, and a nod
 attributes are unpickled only when its document is built.
 
 The conversion reads the pickle with a streaming unpickler that hands over each top-level
-entry as soon as it is complete and forgets it, so memory stays bounded by one batch of
-entries. Should a file use shared references that the streaming reader cannot resolve, it
+entry as soon as it is complete and forgets it (keeping only the dict keys, which later
+entries refer back to), so memory stays bounded by one batch of entries. Should a file use shared references that the streaming reader cannot resolve, it
 falls back to a plain ``pickle.load`` (correct, only heavier).
 """
 
@@ -25,8 +25,6 @@ import numpy as np
 from harness.errors import HarnessError
 from harness.io import atomic_dir
 
-_SHORT = 64  # strings up to this length stay memoized: dict keys are shared across entries
-
 
 class _StreamingUnpickler(pickle._Unpickler):  # the pure-Python reader exposes its opcodes
     """Unpickles a top-level dict, passing each (key, value) to ``sink`` instead of keeping it."""
@@ -37,6 +35,7 @@ class _StreamingUnpickler(pickle._Unpickler):  # the pure-Python reader exposes 
         self.top: dict | None = None
         self.mark_memo = 0
         self.memo_count = 0  # MEMOIZE numbers objects by count; the memo itself shrinks
+        self.keys: set[int] = set()  # ids of objects used as dict keys: those are shared
 
     def load_empty_dictionary(self) -> None:
         value: dict = {}
@@ -46,10 +45,9 @@ class _StreamingUnpickler(pickle._Unpickler):  # the pure-Python reader exposes 
 
     def _take(self, key: Any, value: Any) -> None:
         self.sink(key, value)
-        # Forget what the entry built: containers and long texts are not shared across entries.
+        # Forget what the entry built, except dict keys: those recur in every later entry.
         for index in range(self.mark_memo, self.memo_count):
-            item = self.memo.get(index)
-            if isinstance(item, dict | list | tuple) or (isinstance(item, str | bytes) and len(item) > _SHORT):
+            if index in self.memo and id(self.memo[index]) not in self.keys:
                 del self.memo[index]
         self.mark_memo = self.memo_count
 
@@ -64,6 +62,7 @@ class _StreamingUnpickler(pickle._Unpickler):  # the pure-Python reader exposes 
             if target is self.top:
                 self._take(items[i], items[i + 1])
             else:
+                self.keys.add(id(items[i]))
                 target[items[i]] = items[i + 1]
 
     def load_setitem(self) -> None:
@@ -72,6 +71,7 @@ class _StreamingUnpickler(pickle._Unpickler):  # the pure-Python reader exposes 
         if self.stack[-1] is self.top:
             self._take(key, value)
         else:
+            self.keys.add(id(key))
             self.stack[-1][key] = value
 
     dispatch: ClassVar[dict[int, Callable[..., None]]] = dict(pickle._Unpickler.dispatch)
