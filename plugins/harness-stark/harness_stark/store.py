@@ -8,8 +8,9 @@ attributes are unpickled only when its document is built.
 
 The conversion reads the pickle with a streaming unpickler that hands over each top-level
 entry as soon as it is complete and forgets it (keeping only the dict keys, which later
-entries refer back to), so memory stays bounded by one batch of entries. Should a file use shared references that the streaming reader cannot resolve, it
-falls back to a plain ``pickle.load`` (correct, only heavier).
+entries refer back to), so memory stays bounded by one batch of entries. Should a file
+share other objects between entries, the streaming reader cannot resolve them and falls
+back to a plain ``pickle.load`` (correct, only heavier).
 """
 
 from __future__ import annotations
