@@ -301,3 +301,18 @@ def test_node_store_streams_without_reading_the_whole_pickle(tmp_path: Path, mon
         source.write_bytes(pickle.dumps(node_info, protocol=protocol))
         built = store.build_store(source, tmp_path / f"s{protocol}")
         assert [built[i] for i in range(3000)] == list(node_info.values())
+
+
+def test_node_store_streams_shared_constants(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Values shared by every entry (one string object, pickled once) are kept, not refetched."""
+    import pickle
+
+    import harness_stark.store as store
+
+    monkeypatch.setattr(store, "_whole", lambda *a: (_ for _ in ()).throw(AssertionError("fell back")))
+    shared = "10 x 5 x 2 inches ; 1 pounds" * 3
+    node_info = {i: {"details": {"dimensions": shared}, "text": "t" * (70 + i % 5) + str(i)} for i in range(5000)}
+    source = tmp_path / "n.pkl"
+    source.write_bytes(pickle.dumps(node_info, protocol=4))
+    built = store.build_store(source, tmp_path / "s")
+    assert [built[i] for i in range(5000)] == list(node_info.values())

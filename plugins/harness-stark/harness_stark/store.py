@@ -7,16 +7,18 @@ node, concatenated) and ``offsets.npy``; later loads memory-map those, and a nod
 attributes are unpickled only when its document is built.
 
 The conversion reads the pickle with a streaming unpickler that hands over each top-level
-entry as soon as it is complete and forgets it (keeping only the dict keys, which later
-entries refer back to), so memory stays bounded by one batch of entries. Should a file
+entry as soon as it is complete and later forgets what it built (keeping dict keys and
+anything a later entry read back), so memory stays bounded by a window of entries. Should a file
 share other objects between entries, the streaming reader cannot resolve them and falls
 back to a plain ``pickle.load`` (correct, only heavier).
 """
 
 from __future__ import annotations
 
+import collections
 import mmap
 import pickle
+import struct
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
@@ -25,6 +27,8 @@ import numpy as np
 
 from harness.errors import HarnessError
 from harness.io import atomic_dir
+
+_WINDOW = 1000  # entries whose objects stay memoized, so that sharing between them is seen
 
 
 class _StreamingUnpickler(pickle._Unpickler):  # the pure-Python reader exposes its opcodes
@@ -37,6 +41,8 @@ class _StreamingUnpickler(pickle._Unpickler):  # the pure-Python reader exposes 
         self.mark_memo = 0
         self.memo_count = 0  # MEMOIZE numbers objects by count; the memo itself shrinks
         self.keys: set[int] = set()  # ids of objects used as dict keys: those are shared
+        self.fetched: set[int] = set()  # memo indices read back at least once: shared too
+        self.pending: collections.deque[tuple[int, int]] = collections.deque()
 
     def load_empty_dictionary(self) -> None:
         value: dict = {}
@@ -46,11 +52,31 @@ class _StreamingUnpickler(pickle._Unpickler):  # the pure-Python reader exposes 
 
     def _take(self, key: Any, value: Any) -> None:
         self.sink(key, value)
-        # Forget what the entry built, except dict keys: those recur in every later entry.
-        for index in range(self.mark_memo, self.memo_count):
-            if index in self.memo and id(self.memo[index]) not in self.keys:
-                del self.memo[index]
+        # Forget what entries built once they are old, except what later entries read back
+        # (dict keys, shared constants): keeping the last _WINDOW entries lets sharing show.
+        self.pending.append((self.mark_memo, self.memo_count))
         self.mark_memo = self.memo_count
+        while len(self.pending) > _WINDOW:
+            start, end = self.pending.popleft()
+            for index in range(start, end):
+                if index in self.memo and index not in self.fetched and id(self.memo[index]) not in self.keys:
+                    del self.memo[index]
+
+    def _fetch(self, index: int) -> None:
+        self.fetched.add(index)
+        try:
+            self.append(self.memo[index])
+        except KeyError:
+            raise pickle.UnpicklingError(f"Memo value not found at index {index}") from None
+
+    def load_get(self) -> None:
+        self._fetch(int(self.readline()[:-1]))
+
+    def load_binget(self) -> None:
+        self._fetch(self.read(1)[0])
+
+    def load_long_binget(self) -> None:
+        self._fetch(struct.unpack("<I", self.read(4))[0])
 
     def load_memoize(self) -> None:
         self.memo[self.memo_count] = self.stack[-1]
@@ -80,6 +106,9 @@ class _StreamingUnpickler(pickle._Unpickler):  # the pure-Python reader exposes 
     dispatch[pickle.SETITEMS[0]] = load_setitems
     dispatch[pickle.SETITEM[0]] = load_setitem
     dispatch[pickle.MEMOIZE[0]] = load_memoize
+    dispatch[pickle.GET[0]] = load_get
+    dispatch[pickle.BINGET[0]] = load_binget
+    dispatch[pickle.LONG_BINGET[0]] = load_long_binget
 
 
 def _read_entries(path: Path, sink: Callable[[Any, Any], None]) -> None:
