@@ -26,7 +26,7 @@ from harness.skb import SKB, EdgeType, compact_text
 
 def read_processed(directory: Path, fingerprint: str | None = None) -> dict[str, Any]:
     """The official processed files as numpy arrays and Python objects; ``node_info`` as a
-    memory-mapped :class:`~harness_stark.store.NodeStore` (converted once, then cached)."""
+    :class:`~harness_stark.store.NodeStore` read on demand (converted once, then cached)."""
     import torch
 
     from harness.io import cache_root

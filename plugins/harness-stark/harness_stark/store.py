@@ -1,10 +1,10 @@
-"""A compact, memory-mapped copy of ``node_info.pkl``.
+"""A compact on-disk copy of ``node_info.pkl``, read one node at a time.
 
 The official ``node_info.pkl`` is one pickled dict of every node's attributes; for
 STaRK-Amazon that is ~600M tokens of text, which as Python objects takes several times its
 size on disk. The first load converts it, streaming, into ``blobs.bin`` (one pickle per
-node, concatenated) and ``offsets.npy``; later loads memory-map those, and a node's
-attributes are unpickled only when its document is built.
+node, concatenated) and ``offsets.npy``; later loads open those, and a node's attributes
+are read and unpickled only when its document is built.
 
 The conversion reads the pickle with a streaming unpickler that hands over each top-level
 entry as soon as it is complete and later forgets what it built (keeping dict keys and
@@ -16,7 +16,8 @@ back to a plain ``pickle.load`` (correct, only heavier).
 from __future__ import annotations
 
 import collections
-import mmap
+import contextlib
+import os
 import pickle
 import struct
 from collections.abc import Callable, Iterator, Mapping
@@ -132,19 +133,25 @@ class _Restart(Exception):
 
 
 class NodeStore(Mapping[int, Any]):
-    """Node id → attribute dict, read from a memory-mapped blob file."""
+    """Node id → attribute dict, read from the blob file on demand.
+
+    Reads go through ``os.pread`` rather than a memory map: the operating system still
+    caches the file, but the pages do not count as this process's memory.
+    """
 
     def __init__(self, directory: Path) -> None:
-        self.offsets = np.load(directory / "offsets.npy", mmap_mode="r")
-        self._file = (directory / "blobs.bin").open("rb")
-        size = (directory / "blobs.bin").stat().st_size
-        self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        self.offsets = np.load(directory / "offsets.npy")
+        self._fd = os.open(directory / "blobs.bin", os.O_RDONLY)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(AttributeError, OSError):
+            os.close(self._fd)
 
     def __getitem__(self, node: int) -> Any:
         if not 0 <= node < len(self.offsets) - 1:
             raise KeyError(node)
         start, end = int(self.offsets[node]), int(self.offsets[node + 1])
-        return pickle.loads(self._map[start:end])
+        return pickle.loads(os.pread(self._fd, end - start, start))
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
