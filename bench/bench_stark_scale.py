@@ -131,8 +131,8 @@ def main() -> None:
         directory = write_synthetic(root, args.products, args.meta, args.edges, args.tokens_per_product)
     size = sum(f.stat().st_size for f in directory.iterdir()) / 2**30
     print(
-        f"wrote {directory} ({size:.1f} GiB) in {time.perf_counter() - started:.0f} s; "
-        f"writer peak {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.1f} GiB"
+        f"synthetic SKB in the official format: {directory} ({size:.1f} GiB), "
+        f"ready in {time.perf_counter() - started:.0f} s"
     )
     shutil.rmtree(root / "cache", ignore_errors=True)  # measure the first load, conversion included
     env = {**os.environ, "HARNESS_CACHE": str(root / "cache")}
