@@ -17,7 +17,6 @@ import argparse
 import gc
 import os
 import pickle
-import resource
 import shutil
 import subprocess
 import sys
