@@ -180,6 +180,7 @@ def run(
             batch_size=batch_size,
             progress=task_factory,
             fresh=fresh,
+            registry=registry,
         )
         errors: list[str] = []
         for spec in specs:

@@ -64,6 +64,7 @@ class LeaderboardRow(BaseModel):
     schema_version: int = SCHEMA_VERSION
     retriever: ComponentInfo
     first_stage: ComponentInfo | None = None
+    uses: list[ComponentInfo] = Field(default_factory=list, description="retrievers a composite builds on")
     dataset: ComponentInfo
     dataset_fingerprint: str
     split: str

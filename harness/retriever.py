@@ -58,11 +58,20 @@ class BuildContext:
             key file names by content (see ``harness.io.stable_hash``).
         device: "cpu" or "cuda" (already resolved from ``--device auto``).
         progress: ``progress(description, total)`` returns a task to ``advance()``.
+        build_retriever: builds another retriever by registry or plugin name on the same SKB
+            (for composites such as hybrid fusion; see ``Retriever.uses``).
     """
 
     cache_dir: Path
     device: str = "cpu"
     progress: ProgressFactory = field(default=lambda description, total: ProgressTask())
+    build_retriever: Callable[[str], Retriever] | None = None
+
+    def retriever(self, name: str) -> Retriever:
+        """Another retriever, built on the same SKB (it must be listed by ``uses()``)."""
+        if self.build_retriever is None:
+            raise RuntimeError("this context cannot build other retrievers")
+        return self.build_retriever(name)
 
     @contextmanager
     def task(self, description: str, total: int | None = None) -> Iterator[ProgressTask]:
@@ -113,6 +122,11 @@ class Retriever(ABC):
     def usage(self) -> dict[str, Any]:
         """Resources spent so far (tokens, cost in USD, API calls); recorded in the row."""
         return {}
+
+    def uses(self) -> list[str]:
+        """Names of other retrievers this one builds through ``context.retriever(name)``;
+        their configurations become part of this run's configuration."""
+        return []
 
 
 class Reranker(Retriever):

@@ -203,6 +203,7 @@ class Runner:
         progress: ProgressFactory | None = None,
         cache_dir: str | Path | None = None,
         fresh: bool = False,
+        registry: Registry | None = None,
     ) -> None:
         from harness.io import cache_root
 
@@ -214,6 +215,7 @@ class Runner:
         self.progress: ProgressFactory = progress or (lambda description, total: ProgressTask())
         self.cache_dir = Path(cache_dir) if cache_dir else cache_root()
         self.fresh = fresh
+        self.registry = registry or Registry()
         self._datasets: dict[str, Dataset] = {}
         if batch_size is not None and batch_size <= 0:
             raise HarnessError(f"--batch-size must be positive, got {batch_size}")
@@ -260,9 +262,11 @@ class Runner:
         dataset_info = self._component_info(
             "dataset", spec.dataset, spec.dataset_entry.plugin, spec.dataset_entry.params
         )
+        uses = self._uses(retriever_info)
         config = {
             "retriever": retriever_info.model_dump(exclude={"package"}),
             "first_stage": first_info.model_dump(exclude={"package"}) if first_info else None,
+            "uses": [info.model_dump(exclude={"package"}) for info in uses],
             "candidates": spec.retriever_entry.candidates if first_info else None,
             "dataset": dataset_info.model_dump(exclude={"package"}),
             "skb": skb.fingerprint,
@@ -290,6 +294,7 @@ class Runner:
         usage: dict[str, Any] = {}
         if pending:
             context = BuildContext(cache_dir=self.cache_dir, device=self.device, progress=self.progress)
+            context.build_retriever = lambda name: self._build(self._info_for(name), skb, dataset, context)
             build_started = time.perf_counter()
             first_obj = None
             if first_info and spec.first_stage_entry:
@@ -322,6 +327,7 @@ class Runner:
         row = LeaderboardRow(
             retriever=retriever_info,
             first_stage=first_info,
+            uses=uses,
             dataset=dataset_info,
             dataset_fingerprint=skb.fingerprint,
             split=spec.split,
@@ -352,6 +358,22 @@ class Runner:
             for metric, expected in spec.condition.expected.items():
                 checks.append(CheckResult(metric, expected, row.metrics.get(metric), spec.condition.tolerance))
         return RunOutcome(spec, row, run_dir, path, len(queries) - len(pending), checks)
+
+    def _info_for(self, name: str) -> ComponentInfo:
+        entry = resolve_retriever(self.registry, self.plugins.components, name)
+        return self._component_info("retriever", name, entry.plugin, entry.params)
+
+    def _uses(self, info: ComponentInfo, seen: tuple[str, ...] = ()) -> list[ComponentInfo]:
+        """The retrievers a composite builds on, recursively, resolved through the registry."""
+        cls = self.plugins.components.get("retriever", info.plugin)
+        names = _construct(cls, info.params, f"retriever {info.name!r}").uses()
+        found: list[ComponentInfo] = []
+        for name in names:
+            if name in seen or name == info.name:
+                raise HarnessError(f"retriever {info.name!r} uses {name!r} in a cycle")
+            used = self._info_for(name)
+            found += [used, *self._uses(used, (*seen, info.name))]
+        return found
 
     def _build(self, info: ComponentInfo, skb: SKB, dataset: Dataset, context: BuildContext) -> Retriever:
         cls = self.plugins.components.get("retriever", info.plugin)

