@@ -1,6 +1,7 @@
 """Dense retrieval for stark-harness.
 
-* ``dense`` — one vector per document from a local sentence-transformers model; exact top-k
+* ``dense`` — one vector per document from a local sentence-transformers model or a hosted
+  API (``provider: openai | voyage``, :mod:`harness_dense.api`); exact top-k
   by chunked matrix products (torch, fp16 on GPU), or a FAISS index for large SKBs.
 * ``multi-vector`` — documents split into overlapping chunks, each embedded; a document
   scores the max, mean or top-n mean of its chunks' similarities (STaRK's multi-VSS; the
@@ -58,11 +59,28 @@ class _Encoded(Retriever):
 
     batch_size = 64
 
-    def _encoder(self, context: BuildContext) -> LocalEncoder:
+    def _encoder(self, context: BuildContext) -> Any:
         p = self.params
+        if p.get("provider", "local") != "local":
+            from harness_dense.api import APIEncoder
+
+            return APIEncoder(
+                p["provider"],
+                p["model"],
+                p["base_url"],
+                p["dimensions"],
+                p["concurrency"],
+                timeout=p["timeout"],
+                backoff=p["backoff"],
+            )
         return LocalEncoder(
             p["model"], p["query_prefix"], p["document_prefix"], p["encode_batch_size"], p["max_length"], context.device
         )
+
+    def usage(self) -> dict[str, Any]:
+        """Tokens, requests, retries and cost of API embeddings (empty for local models)."""
+        encoder = getattr(self, "encoder", None)
+        return encoder.cost() if hasattr(encoder, "cost") else {}
 
     def _embed(self, texts: list[str], context: BuildContext, what: str) -> np.ndarray:
         self.encoder = self._encoder(context)
@@ -80,6 +98,9 @@ class _Encoded(Retriever):
         return self.encoder.encode([q.text for q in queries], "query")
 
 
+API_OPTIONS = {"base_url": None, "dimensions": None, "concurrency": 4, "timeout": 60.0, "backoff": 1.0}
+
+
 def _common(
     model: str,
     query_prefix: str,
@@ -88,8 +109,10 @@ def _common(
     compact: bool,
     encode_batch_size: int,
     max_length: int | None,
+    provider: str,
+    api: dict[str, Any],
 ) -> dict[str, Any]:
-    return {
+    params = {
         "model": model,
         "query_prefix": query_prefix,
         "document_prefix": document_prefix,
@@ -98,6 +121,16 @@ def _common(
         "encode_batch_size": encode_batch_size,
         "max_length": max_length,
     }
+    unknown = set(api) - set(API_OPTIONS)
+    if unknown:
+        raise HarnessError(f"unknown parameters {sorted(unknown)}; API options are {sorted(API_OPTIONS)}")
+    if provider != "local":  # keys come from the environment, never from parameters
+        if provider not in ("openai", "voyage"):
+            raise HarnessError(f"unknown embedding provider {provider!r}; use local, openai or voyage")
+        params.update(provider=provider, **{**API_OPTIONS, **api})
+    elif api:
+        raise HarnessError(f"{sorted(api)} apply to provider openai or voyage only")
+    return params
 
 
 class DenseRetriever(_Encoded):
@@ -109,6 +142,9 @@ class DenseRetriever(_Encoded):
         with_relations, compact: which document variant to embed (STaRK's VSS: plain).
         index: "exact" (torch matrix products) or "faiss" (an exact FAISS inner-product
             index; needs faiss-cpu).
+        provider: "local", or "openai" / "voyage" for hosted embeddings (``model`` is then the
+            API model name); with it ``base_url`` (any OpenAI-compatible server),
+            ``dimensions``, ``concurrency``, ``timeout`` and ``backoff`` (seconds, doubled per retry).
     """
 
     name = "dense"
@@ -124,13 +160,15 @@ class DenseRetriever(_Encoded):
         index: str = "exact",
         encode_batch_size: int = 64,
         max_length: int | None = None,
+        provider: str = "local",
+        **api: Any,
     ) -> None:
         if index not in ("exact", "faiss"):
             raise HarnessError(f"dense: index must be 'exact' or 'faiss', not {index!r}")
-        super().__init__(
-            **_common(model, query_prefix, document_prefix, with_relations, compact, encode_batch_size, max_length),
-            index=index,
+        common = _common(
+            model, query_prefix, document_prefix, with_relations, compact, encode_batch_size, max_length, provider, api
         )
+        super().__init__(**common, index=index)
 
     def build(self, skb: SKB, context: BuildContext) -> None:
         self.ids = skb.candidate_ids
@@ -200,13 +238,25 @@ class MultiVectorRetriever(_Encoded):
         top_n: int = 3,
         encode_batch_size: int = 64,
         max_length: int | None = None,
+        provider: str = "local",
+        **api: Any,
     ) -> None:
         if aggregate not in ("max", "mean", "top-mean"):
             raise HarnessError(f"multi-vector: aggregate must be max, mean or top-mean, not {aggregate!r}")
         if chunk_size <= 0 or not 0 <= overlap < chunk_size or top_n <= 0:
             raise HarnessError("multi-vector: need chunk_size > overlap >= 0 and top_n > 0")
         super().__init__(
-            **_common(model, query_prefix, document_prefix, with_relations, compact, encode_batch_size, max_length),
+            **_common(
+                model,
+                query_prefix,
+                document_prefix,
+                with_relations,
+                compact,
+                encode_batch_size,
+                max_length,
+                provider,
+                api,
+            ),
             chunk_size=chunk_size,
             overlap=overlap,
             aggregate=aggregate,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,7 @@ class EmbeddingCache:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
         self._index: dict[str, tuple[int, int]] | None = None
+        self._lock = threading.Lock()  # API encoders add shards from several threads
 
     def _shards(self) -> list[int]:
         return sorted(int(p.stem.split("-")[1]) for p in self.directory.glob("keys-*.npy"))
@@ -130,6 +132,10 @@ class EmbeddingCache:
         return self._index
 
     def add(self, keys: Sequence[str], vectors: np.ndarray) -> None:
+        with self._lock:
+            self._add(keys, vectors)
+
+    def _add(self, keys: Sequence[str], vectors: np.ndarray) -> None:
         shard = max(self._shards(), default=-1) + 1
         with atomic_write(self.directory / f"vectors-{shard}.npy", "wb") as handle:
             np.save(handle, vectors.astype(np.float32))
@@ -171,8 +177,26 @@ def embed_with_cache(
     unique = [i for i in missing if not (keys[i] in seen or seen.add(keys[i]))]
     for start in range(0, len(unique), shard_size):
         chunk = unique[start : start + shard_size]
-        vectors = encoder.encode([texts[i] for i in chunk], "document")
-        cache.add([keys[i] for i in chunk], vectors)
-        if on_progress:
-            on_progress(len(chunk))
-    return cache.get(keys, encoder.dimension)
+        if getattr(encoder, "provider", None):  # an API encoder: save each paid-for request
+            chunk_keys = [keys[i] for i in chunk]
+
+            def save(rows: list[int], vectors: np.ndarray, chunk_keys: list[str] = chunk_keys) -> None:
+                cache.add([chunk_keys[r] for r in rows], _normalise(vectors))
+                if on_progress:
+                    on_progress(len(rows))
+
+            encoder.encode([texts[i] for i in chunk], "document", on_batch=save)
+        else:
+            cache.add([keys[i] for i in chunk], encoder.encode([texts[i] for i in chunk], "document"))
+            if on_progress:
+                on_progress(len(chunk))
+    if not keys:
+        return np.zeros((0, 0), dtype=np.float32)
+    first = cache.index()[keys[0]]
+    dimension = np.load(cache.directory / f"vectors-{first[0]}.npy", mmap_mode="r").shape[1]
+    return cache.get(keys, dimension)
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.where(norms > 0, norms, 1)).astype(np.float32)

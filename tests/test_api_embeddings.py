@@ -1,0 +1,206 @@
+"""API embeddings through the official SDKs, against a real HTTP server on 127.0.0.1 that
+speaks the providers' embeddings API and injects rate limits, server errors, slow and
+malformed responses."""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import tiny_skb
+
+from harness.errors import HarnessError
+from harness.queries import Query
+from harness.retriever import BuildContext
+from harness_dense import DenseRetriever, MultiVectorRetriever
+from harness_dense.api import LIMITS, Limits, batches
+
+KEY = "sk-test-0123456789-secret"
+DIM = 64
+
+
+def bag_of_words(text: str) -> list[float]:
+    """A deterministic embedding in which texts sharing words are close."""
+    vector = np.zeros(DIM)
+    for word in re.findall(r"[a-z]+", text.lower()):
+        vector[int(hashlib.md5(word.encode()).hexdigest(), 16) % DIM] += 1.0
+    return (vector / (np.linalg.norm(vector) or 1)).tolist()
+
+
+class FakeProvider(http.server.BaseHTTPRequestHandler):
+    faults: deque[str]
+    log: list[dict]
+    lock = threading.Lock()
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with self.lock:
+            fault = self.faults.popleft() if self.faults else "ok"
+            self.log.append(
+                {
+                    "path": self.path,
+                    "auth": self.headers.get("Authorization"),
+                    "fault": fault,
+                    "n": len(body["input"]),
+                    "input_type": body.get("input_type"),
+                }
+            )
+        if fault in ("429", "500", "503"):
+            self._send(int(fault), {"error": {"message": f"injected {fault}", "type": "server_error"}})
+        elif fault == "slow":
+            time.sleep(1.5)
+            self._send(200, self._ok(body))
+        elif fault == "malformed":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"data": [ {"embedding": [0.1, ')
+        elif fault == "400":
+            self._send(400, {"error": {"message": "invalid model", "type": "invalid_request_error"}})
+        else:
+            self._send(200, self._ok(body))
+
+    def _ok(self, body: dict) -> dict:
+        tokens = sum(len(t.split()) for t in body["input"])
+        return {
+            "object": "list",
+            "model": body["model"],
+            "data": [
+                {"object": "embedding", "index": i, "embedding": bag_of_words(t)} for i, t in enumerate(body["input"])
+            ],
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+
+    def _send(self, status: int, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        try:
+            self.wfile.write(data)
+        except BrokenPipeError:  # the client gave up on a slow answer: that is the point
+            pass
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[FakeProvider]]:
+    handler = type("Provider", (FakeProvider,), {"faults": deque(), "log": []})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    handler.url = f"http://127.0.0.1:{server.server_address[1]}/v1"  # type: ignore[attr-defined]
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("VOYAGE_API_KEY", KEY)
+    yield handler
+    server.shutdown()
+
+
+def _dense(provider: type[FakeProvider], name: str = "openai", **extra: object) -> DenseRetriever:
+    return DenseRetriever(
+        model="text-embedding-3-small" if name == "openai" else "voyage-3",
+        provider=name,
+        base_url=provider.url,
+        timeout=0.5,
+        backoff=0.01,
+        **extra,
+    )  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("name", ["openai", "voyage"])
+def test_retries_every_fault_then_retrieves(provider: type[FakeProvider], tmp_path: Path, name: str) -> None:
+    provider.faults.extend(["429", "500", "slow", "malformed", "503"])
+    retriever = _dense(provider, name)
+    retriever.build(tiny_skb(), BuildContext(cache_dir=tmp_path))
+    ranking = retriever.search([Query(1, "heavy copper pot for soups", (4,))], 3)[0]
+    assert ranking.ids[0] == 4
+    usage = retriever.usage()
+    assert usage["retries"] == 5 and usage["provider"] == name
+    assert usage["tokens"] > 0 and usage["cost_usd"] == pytest.approx(
+        usage["tokens"] * (0.02 if name == "openai" else 0.06) / 1e6
+    )
+    assert all(entry["auth"] == f"Bearer {KEY}" for entry in provider.log)
+    if name == "voyage":
+        assert {e["input_type"] for e in provider.log} == {"document", "query"}
+
+
+def test_second_run_pays_nothing_and_keys_are_never_written(provider: type[FakeProvider], tmp_path: Path) -> None:
+    first = _dense(provider)
+    first.build(tiny_skb(), BuildContext(cache_dir=tmp_path))
+    paid = len(provider.log)
+    second = _dense(provider)
+    second.build(tiny_skb(), BuildContext(cache_dir=tmp_path))
+    assert len(provider.log) == paid  # every document came from the cache
+    second.search([Query(1, "kettle", (0,))], 2)
+    assert len(provider.log) == paid + 1  # only the query was sent
+    for file in tmp_path.rglob("*"):
+        if file.is_file():
+            assert KEY.encode() not in file.read_bytes(), file
+    assert KEY not in json.dumps(second.params) and KEY not in json.dumps(second.usage())
+
+
+def test_interrupted_encoding_keeps_what_was_paid_for(
+    provider: type[FakeProvider], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(LIMITS, "openai", Limits(max_inputs=2, max_tokens=10_000))
+    provider.faults.extend(["ok", "400"])  # the second request fails for good
+    retriever = _dense(provider, concurrency=1)
+    with pytest.raises(HarnessError, match="invalid model"):
+        retriever.build(tiny_skb(), BuildContext(cache_dir=tmp_path))
+    sent_before = sum(e["n"] for e in provider.log)
+    bought = sum(e["n"] for e in provider.log if e["fault"] == "ok")
+    assert 2 <= bought < 5
+    retriever = _dense(provider, concurrency=1)
+    retriever.build(tiny_skb(), BuildContext(cache_dir=tmp_path))
+    resent = sum(e["n"] for e in provider.log) - sent_before
+    assert resent == 5 - bought  # what the failed run paid for was kept, and not bought again
+
+
+def test_gives_up_after_bounded_retries(provider: type[FakeProvider], tmp_path: Path) -> None:
+    provider.faults.extend(["500"] * 20)
+    retriever = _dense(provider)
+    with pytest.raises(HarnessError, match="failed after 7 attempts"):
+        retriever.build(tiny_skb(), BuildContext(cache_dir=tmp_path))
+
+
+def test_missing_key_is_a_clear_error(
+    provider: type[FakeProvider], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with pytest.raises(HarnessError, match=r"need an API key in \$OPENAI_API_KEY"):
+        _dense(provider).build(tiny_skb(), BuildContext(cache_dir=tmp_path))
+    with pytest.raises(HarnessError, match="unknown embedding provider"):
+        DenseRetriever(provider="cohere")
+    with pytest.raises(HarnessError, match="apply to provider openai or voyage only"):
+        DenseRetriever(base_url="http://x")
+
+
+def test_batches_respect_provider_limits() -> None:
+    texts = ["word " * 100] * 10 + ["x"] * 5
+    groups = batches(texts, Limits(max_inputs=4, max_tokens=400))
+    assert sum(len(g) for g in groups) == 15 and all(len(g) <= 4 for g in groups)
+    assert [i for g in groups for i in g] == list(range(15))
+
+
+def test_multi_vector_with_api_embeddings(provider: type[FakeProvider], tmp_path: Path) -> None:
+    retriever = MultiVectorRetriever(
+        model="text-embedding-3-small",
+        provider="openai",
+        base_url=provider.url,  # type: ignore[attr-defined]
+        chunk_size=40,
+        overlap=8,
+        backoff=0.01,
+    )
+    retriever.build(tiny_skb(), BuildContext(cache_dir=tmp_path))
+    assert retriever.search([Query(1, "copper pot soups", (4,))], 2)[0].ids[0] == 4
