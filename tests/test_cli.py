@@ -52,7 +52,7 @@ def test_all_keeps_going_when_one_dataset_cannot_run(tmp_path: Path, monkeypatch
 
 def test_errors_are_one_line_without_traceback() -> None:
     for args, message in [
-        (["run", "--retriever", "nope"], "error: unknown retriever 'nope'; known: bm25, bm25-relations"),
+        (["run", "--retriever", "nope"], "error: unknown retriever 'nope'; known: ada-002, bm25, bm25-relations"),
         (["run", "--k", "0"], "error: k must be a positive integer, got 0"),
         (["run", "--registry", "missing.yaml"], "error: registry file missing.yaml does not exist"),
         (["describe", "nope"], "error: unknown dataset 'nope'"),
