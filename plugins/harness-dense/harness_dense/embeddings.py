@@ -67,12 +67,10 @@ class LocalEncoder:
 
     def model(self) -> Any:
         if self._model is None:
-            import os
-
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local model never needs the hub
             from sentence_transformers import SentenceTransformer
 
-            self._model = SentenceTransformer(str(self.path), device=self.device)
+            # A local directory: sentence-transformers reads it without asking the hub.
+            self._model = SentenceTransformer(str(self.path), device=self.device, local_files_only=True)
             if self.max_length:
                 self._model.max_seq_length = self.max_length
             if self.device == "cuda":
