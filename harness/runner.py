@@ -489,8 +489,9 @@ def _read_results(path: Path, wanted: set[int]) -> dict[int, dict[str, Any]]:
             try:
                 record = json.loads(raw)
                 qid = int(record["qid"])
-                record["ids"], record["latency_ms"]
             except (ValueError, KeyError, TypeError):
+                break
+            if not isinstance(record.get("ids"), list) or "latency_ms" not in record:
                 break
             if qid in wanted:
                 results[qid] = record
