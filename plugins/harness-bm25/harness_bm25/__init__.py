@@ -54,15 +54,20 @@ class BM25Retriever(Retriever):
         if k1 < 0 or not 0 <= b <= 1:
             raise HarnessError(f"bm25: need k1 ≥ 0 and 0 ≤ b ≤ 1, got k1={k1}, b={b}")
         self._index: Any = None
+        self._stemmer_instance: Any = None
         self._ids: np.ndarray | None = None
 
     def _stemmer(self) -> Any:
+        """One stemmer per retriever (PyStemmer keeps a cache of stems; search reuses it)."""
         if self.params["stemmer"] is None:
             return None
+        if self._stemmer_instance is not None:
+            return self._stemmer_instance
         import Stemmer
 
         try:
-            return Stemmer.Stemmer(self.params["stemmer"])
+            self._stemmer_instance = Stemmer.Stemmer(self.params["stemmer"])
+            return self._stemmer_instance
         except KeyError:
             raise HarnessError(f"bm25: unknown stemmer language {self.params['stemmer']!r}") from None
 
