@@ -14,7 +14,6 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
 from conftest import SHARED, shared_available
 from stark_fixtures import write_all
@@ -242,11 +241,37 @@ def test_corrupt_archive_is_refused_and_nothing_half_written(tmp_path: Path) -> 
     assert not list((Path(os.environ["HARNESS_CACHE"]) / "stark").glob("prime-*"))
 
 
-def test_unknown_answer_types_are_kept_for_the_evaluator(official_files: Path) -> None:
+def test_answers_outside_the_candidates_are_kept_and_dropped_by_the_metrics(
+    official_files: Path, tmp_path: Path, plugins
+) -> None:  # type: ignore[no-untyped-def]
     """MAG's human-generated set lists a few answers that are not papers: they stay in the
-    query (the metrics drop non-candidates), so counts match the release."""
-    skb = StarkMag(data_dir=str(official_files)).load_skb()
-    assert skb.is_candidate(np.array([0, 6])).tolist() == [False, True]
+    queries (counts match the release), the metrics drop them, and the row counts queries
+    left with no candidate answer."""
+    from harness.registry import load_registry
+    from harness.runner import Runner, resolve
+
+    qa = official_files / "qa" / "mag" / "stark_qa"
+    qa.mkdir(parents=True, exist_ok=True)
+    (qa / "stark_qa.csv").write_text("id,query,answer_ids\n")
+    (qa / "stark_qa_human_generated_eval.csv").write_text(
+        "id,query,answer_ids,answer_ids_source\n"
+        '0,"papers on computable numbers","[7, 2]",[7]\n'  # 2 is an author
+        '1,"who wrote about analytical engines","[0]",[0]\n'  # only an author: no candidate left
+    )
+    queries = StarkMag(data_dir=str(official_files)).load_queries().split(HUMAN_SPLIT)
+    assert [q.answer_ids for q in queries] == [(7, 2), (0,)]
+    spec = resolve(
+        load_registry(),
+        plugins.components,
+        retriever="bm25",
+        dataset="stark-mag",
+        split=HUMAN_SPLIT,
+        metrics=["recall@5"],
+        dataset_params={"data_dir": str(official_files)},
+    )
+    row = Runner(plugins, output_dir=tmp_path / "runs", leaderboard_dir=None, device="cpu").run(spec).row
+    assert row.num_queries == 2 and row.queries_without_candidate_answers == 1
+    assert row.metrics["recall@5"] == pytest.approx(0.5)  # query 0 finds its one paper; query 1 scores 0
 
 
 @pytest.mark.parametrize(
