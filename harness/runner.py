@@ -13,6 +13,7 @@ searched again, and a line cut short by an interruption is discarded.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import platform
@@ -234,7 +235,7 @@ class Runner:
         return ComponentInfo(
             name=name,
             plugin=plugin,
-            params=params,
+            params=effective_params(cls, params),
             version=str(getattr(cls, "version", "0")),
             package=self.plugins.distributions.get(owner),
         )
@@ -453,6 +454,24 @@ class Runner:
         with atomic_write(run_dir / "run.trec") as out:
             for query, result in zip(queries, ordered, strict=True):
                 write_run(out, str(query.id), map(str, result["ids"]), result["scores"], spec.retriever)
+
+
+def effective_params(cls: type[Any], params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` plus the defaults of the component's constructor: the configuration that
+    actually runs, so a plugin release that changes a default never reuses old results."""
+    try:
+        bound = inspect.signature(cls).bind_partial(**params)
+    except (TypeError, ValueError):
+        return dict(params)  # bad parameters are reported when the component is constructed
+    bound.apply_defaults()
+    full: dict[str, Any] = {}
+    for key, value in bound.arguments.items():
+        kind = bound.signature.parameters[key].kind
+        if kind is inspect.Parameter.VAR_KEYWORD:
+            full.update(value)
+        elif kind is not inspect.Parameter.VAR_POSITIONAL:
+            full[key] = list(value) if isinstance(value, tuple) else value
+    return full
 
 
 def _construct(cls: type[Any], params: dict[str, Any], what: str) -> Any:

@@ -8,8 +8,11 @@ import bm25s
 import numpy as np
 import pytest
 import Stemmer
+from conftest import tiny_skb
 
+from harness.queries import Query
 from harness.retriever import BuildContext
+from harness.skb import SKB
 from harness_bm25 import BM25Retriever
 from harness_debian import DebianDataset
 
@@ -19,9 +22,27 @@ def debian() -> DebianDataset:
     return DebianDataset()
 
 
-def test_matches_bm25s_alone_on_the_same_corpus(debian: DebianDataset, session_cache: Path) -> None:
-    skb, queries = debian.load_skb(), debian.load_queries().split("test")[:30]
-    retriever = BM25Retriever()
+@pytest.fixture(scope="module")
+def debian_slice(debian: DebianDataset) -> SKB:
+    """The first 5,000 Debian packages as a text-only SKB: real documents, a quick index."""
+    skb = debian.load_skb()
+    ids = skb.candidate_ids[:5000]
+    return SKB(
+        name="debian-slice",
+        node_type_names=["package"],
+        node_types=np.zeros(len(ids)),
+        names=[skb.names[i] for i in ids],
+        fields=[skb.fields[i] for i in ids],
+        edge_types=[],
+        src=np.zeros(0),
+        dst=np.zeros(0),
+        edge_type=np.zeros(0),
+    )
+
+
+def test_matches_bm25s_alone_on_the_same_corpus(debian: DebianDataset, debian_slice: SKB, session_cache: Path) -> None:
+    skb, queries = debian_slice, debian.load_queries().split("test")[:30]
+    retriever = BM25Retriever(analyzer="bm25s", stopwords="en", stemmer="english", length_norms="exact")
     retriever.build(skb, BuildContext(cache_dir=session_cache))
     ours = retriever.search(queries, 10)
 
@@ -35,15 +56,73 @@ def test_matches_bm25s_alone_on_the_same_corpus(debian: DebianDataset, session_c
         show_progress=False,
     )
     for ranking, row_docs, row_scores in zip(ours, docs, scores, strict=True):
+        order = np.lexsort((row_docs, -row_scores))  # the plugin puts exact ties in index order
+        row_docs, row_scores = row_docs[order], row_scores[order]
         np.testing.assert_allclose(ranking.scores, row_scores[: len(ranking.scores)], rtol=1e-6)
         assert ranking.ids.tolist() == skb.candidate_ids[row_docs[: len(ranking.ids)]].tolist()
         assert (ranking.scores > 0).all()
 
 
-def test_second_build_loads_the_cached_index(
-    debian: DebianDataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_lucene_analysis_and_norms_change_only_the_tokens_and_lengths(
+    debian: DebianDataset, debian_slice: SKB, session_cache: Path
 ) -> None:
-    skb, query = debian.load_skb(), debian.load_queries().split("test")[:3]
+    """The default plugin = bm25s over Lucene's tokens, with lengths decoded from Lucene's norm byte."""
+    from harness_bm25.analysis import LuceneEnglishAnalyzer
+    from harness_bm25.norms import lucene_length
+
+    skb, queries = debian_slice, debian.load_queries().split("test")[:30]
+    analyzer = LuceneEnglishAnalyzer()
+    corpus = [analyzer(d) for d in skb.documents()]
+    exact = BM25Retriever(length_norms="exact")
+    exact.build(skb, BuildContext(cache_dir=session_cache))
+    raw = bm25s.BM25(method="lucene", k1=0.9, b=0.4)
+    raw.index(corpus, show_progress=False)
+    _, scores = raw.retrieve([analyzer(q.text) for q in queries], k=10, show_progress=False)
+    for ranking, row_scores in zip(exact.search(queries, 10), scores, strict=True):
+        np.testing.assert_allclose(ranking.scores, row_scores[: len(ranking.scores)], rtol=1e-6)
+
+    # Lucene-normed score of one (document, term), by hand from BM25's formula.
+    lucene = BM25Retriever()
+    lucene.build(skb, BuildContext(cache_dir=session_cache))
+    document = max(range(len(corpus)), key=lambda i: len(corpus[i]))  # a long one, where the norm is lossy
+    term = corpus[document][0]
+    n, df = len(corpus), sum(term in set(d) for d in corpus)
+    tf, avgdl = corpus[document].count(term), sum(map(len, corpus)) / len(corpus)
+    length = int(lucene_length(np.array([len(corpus[document])]))[0])
+    assert length < len(corpus[document])
+    idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
+    expected = idf * tf / (tf + 0.9 * (0.6 + 0.4 * length / avgdl))
+    column = lucene._index.vocab_dict[term]
+    start, end = lucene._index.scores["indptr"][column : column + 2]
+    position = np.searchsorted(lucene._index.scores["indices"][start:end], document)
+    assert lucene._index.scores["data"][start + position] == pytest.approx(expected, rel=1e-5)
+
+
+def test_lucene_length_decodes_the_norm_byte() -> None:
+    from harness_bm25.norms import lucene_length
+
+    # Exact below 24; above, 24 + (n - 24) kept to its four most significant bits.
+    lengths = np.array([0, 1, 23, 24, 25, 39, 40, 41, 55, 56, 1000, 2**20])
+    assert lucene_length(lengths).tolist() == [0, 1, 23, 24, 25, 39, 40, 40, 54, 56, 984, 983064]
+
+
+def test_parameters_are_checked() -> None:
+    from harness.errors import HarnessError
+
+    for bad in (
+        {"analyzer": "whitespace"},
+        {"stemmer": "english"},  # only with analyzer bm25s
+        {"length_norms": "approximate"},
+        {"method": "bm25+"},  # Lucene norms are for Lucene's formula
+        {"k1": -1},
+    ):
+        with pytest.raises(HarnessError, match="bm25:"):
+            BM25Retriever(**bad)
+    BM25Retriever(method="bm25+", length_norms="exact", analyzer="bm25s", stemmer="english")
+
+
+def test_second_build_loads_the_cached_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    skb, query = tiny_skb(), [Query(1, "copper pot soups", (4,)), Query(2, "kettle", (0, 1))]
     first = BM25Retriever()
     first.build(skb, BuildContext(cache_dir=tmp_path))
     expected = first.search(query, 5)
@@ -59,8 +138,8 @@ def test_second_build_loads_the_cached_index(
     assert BM25Retriever(k1=1.2).cache_key(skb) != first.cache_key(skb)
 
 
-def test_corrupt_cache_is_rebuilt(debian: DebianDataset, tmp_path: Path) -> None:
-    skb, query = debian.load_skb(), debian.load_queries().split("test")[:3]
+def test_corrupt_cache_is_rebuilt(tmp_path: Path) -> None:
+    skb, query = tiny_skb(), [Query(1, "copper pot soups", (4,)), Query(2, "kettle", (0, 1))]
     retriever = BM25Retriever()
     retriever.build(skb, BuildContext(cache_dir=tmp_path))
     expected = [r.ids.tolist() for r in retriever.search(query, 5)]

@@ -15,7 +15,7 @@ from harness_bm25 import BM25Retriever
 from harness_debian import DebianDataset
 
 pytest.importorskip("pyserini", reason="install with: pip install --no-deps pyserini==1.6.0")
-from harness_lucene import LuceneBM25
+from harness_lucene import LuceneBM25, start_jvm
 
 FAMILIES = {m.family: m for m in BUILTIN_METRICS}
 
@@ -38,23 +38,41 @@ def test_lucene_on_a_tiny_skb_and_its_cached_index(tmp_path: Path, monkeypatch: 
     assert again.search([Query(1, "copper pot soups", (4,))], 5)[0].ids.tolist() == ranking[0].ids.tolist()
 
 
-def test_lucene_and_bm25s_agree_on_the_debian_skb(session_cache: Path) -> None:
+@pytest.mark.parametrize("split", ["val", "test"])
+def test_lucene_and_bm25s_agree_on_the_debian_skb(session_cache: Path, split: str) -> None:
     dataset = DebianDataset()
-    skb, queries = dataset.load_skb(), dataset.load_queries().split("test")
+    skb, queries = dataset.load_skb(), dataset.load_queries().split(split)
     results = {}
     for retriever in (LuceneBM25(), BM25Retriever()):
         retriever.build(skb, BuildContext(cache_dir=session_cache))
         rankings = retriever.search(queries, 100)
         hits, n_relevant = hit_matrix([r.ids for r in rankings], [q.answer_ids for q in queries])
-        values = evaluate(parse_metrics("hit@1,hit@5,recall@20,mrr", FAMILIES), hits, n_relevant)
-        results[retriever.name] = ([r.ids for r in rankings], {k: float(v.mean()) for k, v in values.items()})
+        values = evaluate(parse_metrics("hit@1,hit@5,recall@20,mrr,ndcg@10", FAMILIES), hits, n_relevant)
+        results[retriever.name] = (rankings, {k: float(v.mean()) for k, v in values.items()})
     lucene, bm25s = results["bm25-lucene"], results["bm25"]
-    same_top1 = np.mean([len(a) > 0 and len(b) > 0 and a[0] == b[0] for a, b in zip(lucene[0], bm25s[0], strict=True)])
-    overlap = np.mean(
-        [len(set(a[:10].tolist()) & set(b[:10].tolist())) / 10 for a, b in zip(lucene[0], bm25s[0], strict=True)]
-    )
-    assert same_top1 >= 0.9 and overlap >= 0.9, (same_top1, overlap)
+    same_top10 = np.mean([a.ids[:10].tolist() == b.ids[:10].tolist() for a, b in zip(lucene[0], bm25s[0], strict=True)])
+    assert same_top10 >= 0.9, same_top10  # measured: 0.95 (val), 0.97 (test); the rest swap exact ties
+    for a, b in zip(lucene[0], bm25s[0], strict=True):
+        # Same scores for the same documents (Lucene sums float32 terms in its own order).
+        _, ia, ib = np.intersect1d(a.ids[:10], b.ids, return_indices=True)
+        np.testing.assert_allclose(a.scores[:10][ia], b.scores[ib], rtol=2e-5)
     for metric, value in lucene[1].items():
-        # Measured gaps: 0.4–0.9 points (Lucene's StandardTokenizer keeps one-letter tokens
-        # and Porter-stems; bm25s drops them and uses Snowball); one query on 111 is 0.9 points.
-        assert abs(value - bm25s[1][metric]) <= 0.01, (metric, value, bm25s[1][metric])
+        assert abs(value - bm25s[1][metric]) <= 0.005, (metric, value, bm25s[1][metric])
+
+
+def test_the_python_analyzer_gives_lucenes_tokens() -> None:
+    from pyserini.analysis import Analyzer, get_lucene_analyzer
+
+    from harness_bm25.analysis import LuceneEnglishAnalyzer
+
+    start_jvm()
+    lucene, ours = Analyzer(get_lucene_analyzer()), LuceneEnglishAnalyzer()
+    texts = [
+        "John's x.org libfoo-dev 3.14 10,000 10:30 o'neil's 'em foo_bar _ ® 🚀 हिन्दी gosa² 日本語テキスト",
+        "Possibly the methodology of webassembly technologies: running, runs, ran; os ds js U.S.A.",
+        "x" * 300 + " the a an WITH Such",
+    ]
+    dataset = DebianDataset().load_skb()
+    texts += list(dataset.documents(dataset.candidate_ids[::20]))  # 3,172 real documents
+    mismatched = [t for t in texts if lucene.analyze(t) != ours(t)]
+    assert not mismatched, mismatched[:3]

@@ -1,5 +1,9 @@
 """BM25 for stark-harness: bm25s with Lucene's scoring (k1=0.9, b=0.4), pure Python.
 
+By default text is analyzed as Lucene's English analyzer does (see ``analysis``), so the
+scores are Lucene's without a JVM; ``analyzer: bm25s`` uses bm25s's own tokenizer with
+optional stopwords and a Snowball stemmer instead (as STaRK's baseline does).
+
 Documents are the SKB's candidate documents (without relations by default, as STaRK's
 BM25 baseline). The index is cached under the harness cache directory, keyed by the SKB
 fingerprint, the parameters and the bm25s version, so a second run loads it instead of
@@ -22,6 +26,8 @@ from harness.io import atomic_dir, stable_hash
 from harness.queries import Query
 from harness.retriever import BuildContext, Ranking, Retriever
 from harness.skb import SKB
+from harness_bm25.analysis import LuceneEnglishAnalyzer
+from harness_bm25.norms import rescore_like_lucene
 
 __all__ = ["BM25Retriever"]
 
@@ -32,13 +38,17 @@ class BM25Retriever(Retriever):
     Parameters:
         k1, b: BM25 parameters (Lucene/Pyserini defaults 0.9 and 0.4).
         method: bm25s scoring variant ("lucene", "robertson", "atire", "bm25l", "bm25+").
-        stopwords: a bm25s stopword language ("en") or null.
-        stemmer: a PyStemmer language ("english") or null.
+        analyzer: "lucene" (Lucene's English analyzer: UAX #29 words, possessives, its 33
+            stopwords, Porter) or "bm25s" (bm25s's tokenizer with the two options below).
+        stopwords: with analyzer "bm25s", a bm25s stopword language ("en") or null.
+        stemmer: with analyzer "bm25s", a PyStemmer language ("english") or null.
+        length_norms: "lucene" scores with document lengths as Lucene stores them (one byte,
+            see ``norms``), so rankings match Lucene's; "exact" is bm25s's own scoring.
         with_relations: index documents with their relations linearized.
     """
 
     name = "bm25"
-    version = "1"
+    version = "3"
     batch_size = 16
 
     def __init__(
@@ -46,13 +56,33 @@ class BM25Retriever(Retriever):
         k1: float = 0.9,
         b: float = 0.4,
         method: str = "lucene",
-        stopwords: str | None = "en",
-        stemmer: str | None = "english",
+        analyzer: str = "lucene",
+        stopwords: str | None = None,
+        stemmer: str | None = None,
+        length_norms: str = "lucene",
         with_relations: bool = False,
     ) -> None:
-        super().__init__(k1=k1, b=b, method=method, stopwords=stopwords, stemmer=stemmer, with_relations=with_relations)
+        super().__init__(
+            k1=k1,
+            b=b,
+            method=method,
+            analyzer=analyzer,
+            stopwords=stopwords,
+            stemmer=stemmer,
+            length_norms=length_norms,
+            with_relations=with_relations,
+        )
         if k1 < 0 or not 0 <= b <= 1:
             raise HarnessError(f"bm25: need k1 ≥ 0 and 0 ≤ b ≤ 1, got k1={k1}, b={b}")
+        if analyzer not in ("lucene", "bm25s"):
+            raise HarnessError(f"bm25: analyzer must be 'lucene' or 'bm25s', got {analyzer!r}")
+        if analyzer == "lucene" and (stopwords is not None or stemmer is not None):
+            raise HarnessError("bm25: stopwords and stemmer apply to analyzer 'bm25s'; 'lucene' has its own")
+        if length_norms not in ("lucene", "exact"):
+            raise HarnessError(f"bm25: length_norms must be 'lucene' or 'exact', got {length_norms!r}")
+        if length_norms == "lucene" and method != "lucene":
+            raise HarnessError(f"bm25: length_norms 'lucene' needs method 'lucene'; use 'exact' with {method!r}")
+        self._lucene: LuceneEnglishAnalyzer | None = LuceneEnglishAnalyzer() if analyzer == "lucene" else None
         self._index: Any = None
         self._stemmer_instance: Any = None
         self._ids: np.ndarray | None = None
@@ -72,6 +102,8 @@ class BM25Retriever(Retriever):
             raise HarnessError(f"bm25: unknown stemmer language {self.params['stemmer']!r}") from None
 
     def _tokenize(self, texts: list[str], show_progress: bool = False) -> Any:
+        if self._lucene is not None:
+            return self._lucene.analyze_all(texts)
         import bm25s
 
         return bm25s.tokenize(
@@ -101,16 +133,22 @@ class BM25Retriever(Retriever):
                     return
             except (OSError, ValueError, KeyError, json.JSONDecodeError):
                 pass  # a corrupt cache is rebuilt below, never trusted
-        with context.task("bm25: read documents", len(ids)) as task:
+        with context.task("bm25: read + analyze documents", len(ids)) as task:
             corpus = []
             for document in skb.documents(ids, with_relations=self.params["with_relations"]):
-                corpus.append(document)
+                corpus.append(self._lucene(document) if self._lucene is not None else document)
                 task.advance()
-        with context.task("bm25: tokenize + index", None):
-            tokens = self._tokenize(corpus)
+        with context.task("bm25: index", None):
+            tokens = corpus if self._lucene is not None else self._tokenize(corpus)
             del corpus
             index = bm25s.BM25(method=self.params["method"], k1=self.params["k1"], b=self.params["b"])
             index.index(tokens, show_progress=False)
+            if self.params["length_norms"] == "lucene":
+                if isinstance(tokens, list):
+                    token_ids = [[index.vocab_dict[t] for t in doc] for doc in tokens]
+                else:
+                    token_ids = tokens.ids
+                rescore_like_lucene(index.scores, token_ids, self.params["k1"], self.params["b"])
         import shutil
 
         shutil.rmtree(directory, ignore_errors=True)  # a stale or corrupt cache
@@ -128,6 +166,8 @@ class BM25Retriever(Retriever):
         docs, scores = self._index.retrieve(tokens, k=depth, show_progress=False, n_threads=1)
         rankings = []
         for row_docs, row_scores in zip(docs, scores, strict=True):
+            order = np.lexsort((row_docs, -row_scores))  # ties in index order, as Lucene breaks them
+            row_docs, row_scores = row_docs[order], row_scores[order]
             keep = row_scores > 0  # Lucene returns only documents that match a query term
             rankings.append(Ranking(self._ids[row_docs[keep]], row_scores[keep]))
         return rankings

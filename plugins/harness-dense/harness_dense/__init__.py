@@ -86,7 +86,12 @@ class _Encoded(Retriever):
         self.encoder = self._encoder(context)
         cache = EmbeddingCache(Path(context.cache_dir) / "embeddings" / self.encoder.identity)
         with context.task(f"{self.name}: encode {what}", len(texts)) as task:
-            return embed_with_cache(self.encoder, cache, texts, on_progress=task.advance)
+            vectors = embed_with_cache(self.encoder, cache, texts, on_progress=task.advance)
+        if isinstance(self.encoder, LocalEncoder):
+            # A model's first forward pass sets up kernels (seconds on a CPU); pay it while
+            # building, so that per-query latency measures searching, not start-up.
+            self.encoder.encode(["warm-up"], "query")
+        return vectors
 
     def _matrix(self, vectors: np.ndarray, context: BuildContext) -> Any:
         import torch

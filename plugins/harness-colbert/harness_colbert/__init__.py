@@ -1,0 +1,182 @@
+"""ColBERTv2 for stark-harness: colbert-ai's PLAID indexing and late-interaction search.
+
+Documents are the SKB's candidates in STaRK's compact form (one line, no relations by
+default), as STaRK's ColBERTv2 baseline indexes them; positions in that list are ColBERT
+passage ids, mapped back to node ids. The index lives in the harness cache, keyed by the
+SKB fingerprint, the parameters, the checkpoint's weights and the colbert-ai version; it is
+built under a temporary name and moved into place only when complete. colbert-ai's own
+messages go to ``colbert.log`` next to the index.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import json
+import shutil
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.errors import HarnessError
+from harness.hookspecs import hookimpl
+from harness.io import atomic_dir, stable_hash
+from harness.queries import Query
+from harness.retriever import BuildContext, Ranking, Retriever
+from harness.skb import SKB
+from harness_colbert.checkpoint import COLBERTV2_URL, checkpoint_identity, resolve_checkpoint
+
+__all__ = ["ColBERTRetriever"]
+
+_EXPERIMENT = "harness"
+
+
+class ColBERTRetriever(Retriever):
+    """Late interaction (MaxSim over token embeddings) with a compressed PLAID index.
+
+    Parameters:
+        checkpoint: a ColBERT checkpoint directory, ``colbertv2.0`` (the official weights,
+            downloaded once from ``checkpoint_url``) or ``minilm-untrained`` (built from the
+            packaged MiniLM; runs the real code path, retrieves far worse than ColBERTv2).
+        nbits: bits per residual dimension (STaRK: 2).
+        doc_maxlen, query_maxlen: tokens kept per document / query (colbert-ai: 180 / 32).
+        kmeans_niters: k-means iterations for the centroids.
+        with_relations, compact: the document variant (STaRK: compact, no relations).
+    """
+
+    name = "colbertv2"
+    version = "1"
+    batch_size = 32
+
+    def __init__(
+        self,
+        checkpoint: str = "colbertv2.0",
+        checkpoint_url: str = COLBERTV2_URL,
+        nbits: int = 2,
+        doc_maxlen: int = 180,
+        query_maxlen: int = 32,
+        kmeans_niters: int = 4,
+        with_relations: bool = False,
+        compact: bool = True,
+    ) -> None:
+        if nbits not in (1, 2, 4, 8):
+            raise HarnessError(f"colbertv2: nbits must be 1, 2, 4 or 8, got {nbits}")
+        if doc_maxlen < 8 or query_maxlen < 4:
+            raise HarnessError("colbertv2: doc_maxlen must be ≥ 8 and query_maxlen ≥ 4")
+        super().__init__(
+            checkpoint=checkpoint,
+            checkpoint_url=checkpoint_url,
+            nbits=nbits,
+            doc_maxlen=doc_maxlen,
+            query_maxlen=query_maxlen,
+            kmeans_niters=kmeans_niters,
+            with_relations=with_relations,
+            compact=compact,
+        )
+        self._searcher: Any = None
+        self._ids: np.ndarray | None = None
+        self._device = "cpu"
+
+    def _config(self) -> Any:
+        from colbert.infra import ColBERTConfig
+
+        p = self.params
+        return ColBERTConfig(
+            nbits=p["nbits"],
+            doc_maxlen=p["doc_maxlen"],
+            query_maxlen=p["query_maxlen"],
+            kmeans_niters=p["kmeans_niters"],
+            avoid_fork_if_possible=True,
+        )
+
+    def build(self, skb: SKB, context: BuildContext) -> None:
+        try:
+            from colbert import Indexer, Searcher
+        except ImportError as exc:
+            raise HarnessError(f"colbertv2: cannot import colbert-ai ({exc}); install stark-harness-colbert") from exc
+        cache = Path(context.cache_dir)
+        with context.task("colbertv2: checkpoint", None) as task:
+            checkpoint = resolve_checkpoint(
+                self.params["checkpoint"], cache, self.params["checkpoint_url"], advance=task.advance
+            )
+        self._device = context.device
+        key = stable_hash(
+            {
+                "skb": skb.fingerprint,
+                "params": {k: v for k, v in self.params.items() if k not in ("checkpoint", "checkpoint_url")},
+                "weights": checkpoint_identity(checkpoint),
+                "colbert": importlib.metadata.version("colbert-ai"),
+                "version": self.version,
+            }
+        )
+        directory = cache / "colbert" / "indexes" / f"{skb.name}-{key}"
+        ids = skb.candidate_ids
+        documents = [
+            d.replace("\n", " ")  # one passage per line, as colbert-ai's collection format wants
+            for d in context.track(
+                skb.documents(ids, self.params["with_relations"], self.params["compact"]),
+                "colbertv2: documents",
+                len(ids),
+            )
+        ]
+        if not (directory / "complete.json").exists():
+            shutil.rmtree(directory, ignore_errors=True)  # stale or half-written
+            with atomic_dir(directory) as tmp, context.task("colbertv2: encode + index (colbert-ai)", None):
+                with self._colbert(tmp) as run_config:
+                    from colbert.infra import Run
+
+                    with Run().context(run_config):
+                        indexer = Indexer(checkpoint=str(checkpoint), config=self._config(), verbose=0)
+                        try:
+                            indexer.index(name=skb.name, collection=documents, overwrite=True)
+                        except RuntimeError as exc:
+                            if "Number of training points" not in str(exc):
+                                raise
+                            raise HarnessError(
+                                f"colbertv2: {len(documents)} documents are too few for colbert-ai's k-means "
+                                "centroids (it needs several hundred); use another retriever for this SKB"
+                            ) from None
+                (tmp / "complete.json").write_text(json.dumps({"documents": len(ids)}))
+        with self._colbert(directory) as run_config:
+            from colbert.infra import Run
+
+            with Run().context(run_config):
+                index = directory / _EXPERIMENT / "indexes" / skb.name
+                self._searcher = Searcher(
+                    index=str(index), checkpoint=str(checkpoint), collection=documents, config=self._config(), verbose=0
+                )
+        self._ids = ids
+
+    @contextlib.contextmanager
+    def _colbert(self, root: Path) -> Iterator[Any]:
+        """colbert-ai's run settings; its messages go to a log file; CPU unless told cuda."""
+        from colbert.infra import RunConfig
+        from colbert.infra.config.settings import RunSettings
+
+        visible = RunSettings.total_visible_gpus
+        if self._device == "cpu":
+            RunSettings.total_visible_gpus = 0  # colbert-ai takes any visible GPU otherwise
+        try:
+            with (root / "colbert.log").open("a") as log, contextlib.redirect_stdout(log):
+                yield RunConfig(nranks=1, experiment=_EXPERIMENT, root=str(root), avoid_fork_if_possible=True)
+        finally:
+            RunSettings.total_visible_gpus = visible
+
+    def search(self, queries: Sequence[Query], k: int) -> list[Ranking]:
+        if self._searcher is None or self._ids is None:
+            raise HarnessError("colbertv2: search() before build()")
+        depth = min(k, len(self._ids))
+        rankings = []
+        log = Path(self._searcher.index) / "search.log"
+        with log.open("a") as out, contextlib.redirect_stdout(out):
+            for query in queries:
+                pids, _ranks, scores = self._searcher.search(query.text, k=depth)
+                rankings.append(Ranking(self._ids[np.asarray(pids, dtype=np.int64)], np.asarray(scores, np.float64)))
+        return rankings
+
+
+@hookimpl
+def register_retrievers(register: Any) -> None:
+    register(ColBERTRetriever)

@@ -1,0 +1,144 @@
+"""ColBERTv2 through colbert-ai: real indexing and search with a checkpoint built from MiniLM,
+the index cache, the official-weights download path (against a local HTTP server)."""
+
+from __future__ import annotations
+
+import http.server
+import io
+import tarfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.errors import HarnessError
+from harness.queries import Query
+from harness.retriever import BuildContext
+from harness.skb import SKB
+from harness_debian import DebianDataset
+
+pytest.importorskip("colbert", reason="pip install stark-harness-colbert")
+from harness_colbert import ColBERTRetriever
+from harness_colbert.checkpoint import build_minilm_checkpoint, resolve_checkpoint
+
+
+@pytest.fixture(scope="module")
+def debian_slice() -> SKB:
+    """1,500 real Debian packages: enough for colbert-ai's k-means, quick to encode."""
+    skb = DebianDataset().load_skb()
+    ids = skb.candidate_ids[::40][:1500]
+    return SKB(
+        name="debian-slice",
+        node_type_names=["package"],
+        node_types=np.zeros(len(ids)),
+        names=[skb.names[i] for i in ids],
+        fields=[skb.fields[i] for i in ids],
+        edge_types=[],
+        src=np.zeros(0),
+        dst=np.zeros(0),
+        edge_type=np.zeros(0),
+    )
+
+
+def _retriever() -> ColBERTRetriever:
+    return ColBERTRetriever(checkpoint="minilm-untrained", doc_maxlen=48, query_maxlen=32)
+
+
+def test_index_and_search_with_colbert_ai(debian_slice: SKB, session_cache: Path) -> None:
+    retriever = _retriever()
+    retriever.build(debian_slice, BuildContext(cache_dir=session_cache))
+    # A document's own opening words find it first: MaxSim of identical tokens is maximal, and
+    # this only holds when passage ids map back to the right nodes.
+    nodes = [3, 250, 777, 1200, 1499]
+    queries = [Query(n, debian_slice.document(n, compact=True)[:80], (n,)) for n in nodes]
+    rankings = retriever.search(queries, 10)
+    assert [r.ids[0] for r in rankings] == nodes
+    for ranking in rankings:
+        assert len(ranking.ids) == 10 and len(set(ranking.ids.tolist())) == 10
+        assert np.all(np.diff(ranking.scores) <= 1e-6)
+    # the index was built under the cache, with colbert-ai's messages in a log beside it
+    index = next((session_cache / "colbert" / "indexes").glob("debian-slice-*"))
+    assert (index / "complete.json").exists() and (index / "colbert.log").stat().st_size > 0
+
+
+def test_second_build_reuses_the_index(debian_slice: SKB, session_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = _retriever()
+    first.build(debian_slice, BuildContext(cache_dir=session_cache))
+    query = [Query(1, "a library for parsing command line options", ())]
+    expected = first.search(query, 5)[0].ids.tolist()
+
+    import colbert
+
+    def no_indexing(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the ColBERT index was rebuilt instead of reused")
+
+    monkeypatch.setattr(colbert, "Indexer", no_indexing)
+    again = _retriever()
+    again.build(debian_slice, BuildContext(cache_dir=session_cache))
+    assert again.search(query, 5)[0].ids.tolist() == expected
+
+
+def test_too_few_documents_is_one_clear_error(tmp_path: Path) -> None:
+    from conftest import tiny_skb
+
+    with pytest.raises(HarnessError, match="too few for colbert-ai's k-means"):
+        _retriever().build(tiny_skb(), BuildContext(cache_dir=tmp_path))
+    assert not list((tmp_path / "colbert" / "indexes").glob("tiny-*")), "a failed index must not be kept"
+
+
+@pytest.fixture
+def archive_server(tmp_path: Path) -> Iterator[tuple[str, dict[str, bytes]]]:
+    """Serves files from a dict over HTTP on 127.0.0.1, as downloads.cs.stanford.edu would."""
+    files: dict[str, bytes] = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = files.get(self.path)
+            self.send_response(200 if body is not None else 404)
+            self.send_header("Content-Length", str(len(body or b"")))
+            self.end_headers()
+            self.wfile.write(body or b"")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", files
+    server.shutdown()
+
+
+def test_official_weights_are_downloaded_once(tmp_path: Path, archive_server: tuple[str, dict[str, bytes]]) -> None:
+    base, files = archive_server
+    checkpoint = build_minilm_checkpoint(tmp_path / "colbertv2.0")
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        tar.add(checkpoint, arcname="colbertv2.0")
+    files["/colbertv2.0.tar.gz"] = buffer.getvalue()
+    files["/broken.tar.gz"] = buffer.getvalue()[:5000]
+    cache = tmp_path / "cache"
+
+    got = resolve_checkpoint("colbertv2.0", cache, f"{base}/colbertv2.0.tar.gz")
+    assert (got / "model.safetensors").read_bytes() == (checkpoint / "model.safetensors").read_bytes()
+    files.clear()  # the server forgets it: the second call must not download
+    assert resolve_checkpoint("colbertv2.0", cache, f"{base}/colbertv2.0.tar.gz") == got
+
+    with pytest.raises(HarnessError, match="cannot download ColBERTv2 weights"):
+        resolve_checkpoint("colbertv2.0", cache, f"{base}/missing.tar.gz")
+    files["/broken.tar.gz"] = buffer.getvalue()[:5000]
+    with pytest.raises(HarnessError, match="damaged"):
+        resolve_checkpoint("colbertv2.0", cache, f"{base}/broken.tar.gz")
+    leftovers = [p for p in (cache / "colbert" / "checkpoints").iterdir() if p != got.parent]
+    assert not leftovers, "failed downloads must leave nothing behind"
+
+
+def test_bad_checkpoint_names_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(HarnessError, match="neither a directory"):
+        resolve_checkpoint("colbert-large-please", tmp_path)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(HarnessError, match="not a checkpoint directory"):
+        resolve_checkpoint(str(tmp_path / "empty"), tmp_path)
+    with pytest.raises(HarnessError, match="nbits"):
+        ColBERTRetriever(nbits=3)
