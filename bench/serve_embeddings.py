@@ -44,7 +44,7 @@ def main() -> None:
             # Document texts hit the cache; queries are short and encoded on the spot.
             with lock:
                 vectors = embed_with_cache(encoder, cache, texts)
-                tokens = sum(len(ids) for ids in encoder.model.tokenizer(texts)["input_ids"])
+                tokens = sum(len(ids) for ids in encoder.model().tokenizer(texts)["input_ids"])
             as_base64 = body.get("encoding_format") == "base64"
             data = [
                 {

@@ -32,6 +32,11 @@ def register_metrics(register: Callable[[type[Any]], None]) -> None:
 
 
 @hookspec
+def register_llms(register: Callable[[type[Any]], None]) -> None:
+    """Register :class:`harness.llm.LLM` subclasses, one per provider."""
+
+
+@hookspec
 def register_synthesis_stages(register: Callable[[type[Any]], None]) -> None:
     """Register :class:`harness.synthesis.SynthesisStage` subclasses."""
 

@@ -22,6 +22,7 @@ import pluggy
 from harness import hookspecs
 from harness.dataset import Dataset
 from harness.errors import HarnessError
+from harness.llm import LLM
 from harness.metrics import Metric
 from harness.retriever import Retriever
 from harness.synthesis import SynthesisStage
@@ -35,6 +36,7 @@ COMPONENT_HOOKS: dict[str, tuple[type[Any], str]] = {
     "register_datasets": (Dataset, "dataset"),
     "register_retrievers": (Retriever, "retriever"),
     "register_metrics": (Metric, "metric"),
+    "register_llms": (LLM, "llm"),
     "register_synthesis_stages": (SynthesisStage, "synthesis stage"),
 }
 

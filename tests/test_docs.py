@@ -29,6 +29,7 @@ def test_every_hook_is_documented() -> None:
         "register_datasets",
         "register_retrievers",
         "register_metrics",
+        "register_llms",
         "register_synthesis_stages",
         "register_commands",
     }

@@ -1,0 +1,175 @@
+"""What every provider shares: an on-disk response cache, retries with backoff, bounded
+concurrency and usage accounting.
+
+The cache key is (provider, model, endpoint, messages, generation parameters); an answer is
+written the moment it arrives, atomically, so an interrupted run resumes without paying for
+any prompt twice. Keys (API secrets) never enter the cache key or the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from abc import abstractmethod
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.io import cache_root, stable_hash, write_json
+from harness.llm import LLM, Completion, Message, messages_of
+
+__all__ = ["Attempt", "ResilientLLM", "Retryable"]
+
+# USD per million (input, output) tokens, for the cost column; unknown models cost 0.
+PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4-1106-preview": (10.00, 30.00),
+    "gpt-3.5-turbo": (0.50, 1.50),
+    "claude-3-opus-20240229": (15.00, 75.00),
+    "claude-3-5-sonnet-20241022": (3.00, 15.00),
+    "claude-3-5-haiku-20241022": (0.80, 4.00),
+    "claude-sonnet-4-20250514": (3.00, 15.00),
+}
+
+
+class Retryable(Exception):
+    """A failure worth retrying: rate limits, server errors, timeouts, malformed bodies."""
+
+
+@dataclass
+class Attempt:
+    """One provider answer, before caching and accounting."""
+
+    text: str
+    input_tokens: int
+    output_tokens: int
+
+
+class ResilientLLM(LLM):
+    """An LLM with caching, retries and concurrency; subclasses implement ``_call`` only.
+
+    Parameters (besides ``model``): ``concurrency`` (requests in flight), ``retries``,
+    ``backoff`` (seconds before the first retry, doubled each time), ``timeout`` (seconds),
+    ``cache`` (false to disable the response cache).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        concurrency: int = 4,
+        retries: int = 5,
+        backoff: float = 1.0,
+        timeout: float = 60.0,
+        cache: bool = True,
+        **params: Any,
+    ) -> None:
+        if concurrency < 1 or retries < 0 or backoff < 0 or timeout <= 0:
+            raise HarnessError(f"{self.name}: need concurrency ≥ 1, retries ≥ 0, backoff ≥ 0, timeout > 0")
+        super().__init__(model, concurrency=concurrency, retries=retries, backoff=backoff, timeout=timeout, **params)
+        self._use_cache = cache
+        self._lock = threading.Lock()
+        self._usage = {"calls": 0, "cached": 0, "retries": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+
+    # -- what a provider implements ------------------------------------------------------
+    @abstractmethod
+    def _call(self, messages: list[Message], max_tokens: int, temperature: float) -> Attempt:
+        """One request; raise ``Retryable`` for transient faults, ``HarnessError`` otherwise."""
+
+    def endpoint(self) -> str:
+        """Where requests go (part of the cache key; never a secret)."""
+        return ""
+
+    # -- shared machinery --------------------------------------------------------------
+    def _cache_path(self, messages: list[Message], max_tokens: int, temperature: float) -> Path:
+        key = stable_hash(
+            {
+                "provider": self.name,
+                "model": self.model,
+                "endpoint": self.endpoint(),
+                "messages": [[m.role, m.content] for m in messages],
+                "max_tokens": max_tokens,
+                "temperature": temperature,
+            }
+        )
+        return Path(cache_root()) / "llm" / self.name / key[:2] / f"{key}.json"
+
+    def complete(self, prompt: str | Sequence[Message], max_tokens: int = 256, temperature: float = 0.0) -> Completion:
+        messages = messages_of(prompt)
+        path = self._cache_path(messages, max_tokens, temperature)
+        if self._use_cache and path.exists():
+            try:
+                cached = json.loads(path.read_text())
+                completion = Completion(
+                    cached["text"], cached["input_tokens"], cached["output_tokens"], 0.0, 0.0, cached=True
+                )
+                self._count(completion)
+                return completion
+            except (OSError, ValueError, KeyError):
+                pass  # a damaged entry is asked again and overwritten
+        started = time.perf_counter()
+        attempt = self._with_retries(messages, max_tokens, temperature)
+        completion = Completion(
+            attempt.text,
+            attempt.input_tokens,
+            attempt.output_tokens,
+            time.perf_counter() - started,
+            self._cost(attempt.input_tokens, attempt.output_tokens),
+        )
+        if self._use_cache:
+            write_json(
+                path,
+                {
+                    "text": attempt.text,
+                    "input_tokens": attempt.input_tokens,
+                    "output_tokens": attempt.output_tokens,
+                    "model": self.model,
+                },
+            )
+        self._count(completion)
+        return completion
+
+    def complete_many(
+        self, prompts: Sequence[str | Sequence[Message]], max_tokens: int = 256, temperature: float = 0.0
+    ) -> list[Completion]:
+        if len(prompts) <= 1 or self.params["concurrency"] == 1:
+            return super().complete_many(prompts, max_tokens, temperature)
+        with ThreadPoolExecutor(self.params["concurrency"]) as pool:
+            return list(pool.map(lambda p: self.complete(p, max_tokens, temperature), prompts))
+
+    def _with_retries(self, messages: list[Message], max_tokens: int, temperature: float) -> Attempt:
+        delay = self.params["backoff"]
+        for attempt in range(self.params["retries"] + 1):
+            try:
+                return self._call(messages, max_tokens, temperature)
+            except Retryable as exc:
+                if attempt == self.params["retries"]:
+                    raise HarnessError(
+                        f"{self.label}: gave up after {attempt + 1} attempts; last error: {exc}"
+                    ) from None
+                with self._lock:
+                    self._usage["retries"] += 1
+                time.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")
+
+    def _cost(self, input_tokens: int, output_tokens: int) -> float:
+        price_in, price_out = PRICES.get(self.model, (0.0, 0.0))
+        return (input_tokens * price_in + output_tokens * price_out) / 1e6
+
+    def _count(self, completion: Completion) -> None:
+        with self._lock:
+            self._usage["cached" if completion.cached else "calls"] += 1
+            self._usage["input_tokens"] += completion.input_tokens
+            self._usage["output_tokens"] += completion.output_tokens
+            self._usage["cost_usd"] += completion.cost_usd
+
+    def usage(self) -> dict[str, Any]:
+        with self._lock:
+            return {"llm": self.label, **self._usage}

@@ -1,0 +1,68 @@
+"""A model in this process, through transformers: a GGUF file (dequantized on load) or a
+model directory. Greedy decoding by default, so answers are reproducible; one generation
+at a time (a lock), since a CPU model gains nothing from parallel calls."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.llm import Message
+from harness_llm.base import Attempt, ResilientLLM
+
+__all__ = ["LocalLLM"]
+
+
+class LocalLLM(ResilientLLM):
+    """``local:/path/model.gguf`` or ``local:/path/model-dir``. ``device``: cpu or cuda."""
+
+    name = "local"
+
+    def __init__(self, model: str, device: str = "cpu", **params: Any) -> None:
+        params.setdefault("concurrency", 1)
+        params.setdefault("retries", 0)
+        super().__init__(model, device=device, **params)
+        self._loaded: tuple[Any, Any] | None = None
+        self._generate_lock = threading.Lock()
+
+    def endpoint(self) -> str:
+        path = Path(self.model)
+        return f"{path.name}:{path.stat().st_size}" if path.is_file() else str(path)
+
+    def load(self) -> tuple[Any, Any]:
+        if self._loaded is None:
+            path = Path(self.model).expanduser()
+            if not path.exists():
+                raise HarnessError(f"local: no model at {path} (a .gguf file or a transformers model directory)")
+            try:
+                import torch
+                from transformers import AutoModelForCausalLM, AutoTokenizer
+            except ImportError as exc:
+                raise HarnessError(f"local: {exc.name} is missing; pip install 'stark-harness-llm[local]'") from exc
+            where = {"pretrained_model_name_or_path": str(path)}
+            if path.is_file():
+                where = {"pretrained_model_name_or_path": str(path.parent), "gguf_file": path.name}
+            tokenizer = AutoTokenizer.from_pretrained(**where)
+            model = AutoModelForCausalLM.from_pretrained(**where, torch_dtype=torch.float32)
+            model.to(self.params["device"]).eval()
+            self._loaded = (tokenizer, model)
+        return self._loaded
+
+    def _call(self, messages: list[Message], max_tokens: int, temperature: float) -> Attempt:
+        import torch
+
+        tokenizer, model = self.load()
+        chat = [{"role": m.role, "content": m.content} for m in messages]
+        inputs = tokenizer.apply_chat_template(
+            chat, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        ).to(model.device)
+        sampling = {"do_sample": True, "temperature": temperature} if temperature > 0 else {"do_sample": False}
+        with self._generate_lock, torch.inference_mode():
+            output = model.generate(
+                **inputs, max_new_tokens=max_tokens, pad_token_id=tokenizer.eos_token_id, **sampling
+            )
+        prompt_length = inputs["input_ids"].shape[1]
+        new = output[0][prompt_length:]
+        return Attempt(tokenizer.decode(new, skip_special_tokens=True), int(prompt_length), len(new))

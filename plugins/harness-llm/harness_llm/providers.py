@@ -1,0 +1,136 @@
+"""Hosted providers through their official SDKs: OpenAI (and any OpenAI-compatible server
+via ``base_url``) and Anthropic. The SDKs' own retries are off; ``ResilientLLM`` retries, so
+every provider backs off, counts and gives up the same way."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.llm import Message
+from harness_llm.base import Attempt, ResilientLLM, Retryable
+
+__all__ = ["AnthropicLLM", "OpenAILLM"]
+
+
+def _key(variable: str, provider: str, base_url: str | None) -> str:
+    key = os.environ.get(variable)
+    if key:
+        return key
+    if base_url:  # a local OpenAI-compatible server usually wants no key; the SDK wants a string
+        return "unused"
+    raise HarnessError(f"{provider}: set {variable} in the environment (keys are never read from parameters)")
+
+
+class OpenAILLM(ResilientLLM):
+    """Chat completions through the ``openai`` SDK; ``base_url`` for vLLM, llama.cpp, … ."""
+
+    name = "openai"
+
+    def __init__(self, model: str, base_url: str | None = None, **params: Any) -> None:
+        super().__init__(model, base_url=base_url, **params)
+        self._client: Any = None
+
+    def endpoint(self) -> str:
+        return self.params["base_url"] or "https://api.openai.com/v1"
+
+    def client(self) -> Any:
+        if self._client is None:
+            import openai
+
+            base_url = self.params["base_url"]
+            self._client = openai.OpenAI(
+                api_key=_key("OPENAI_API_KEY", "openai", base_url),
+                base_url=base_url,
+                timeout=self.params["timeout"],
+                max_retries=0,
+            )
+        return self._client
+
+    def _call(self, messages: list[Message], max_tokens: int, temperature: float) -> Attempt:
+        import openai
+
+        try:
+            response = self.client().chat.completions.create(
+                model=self.model,
+                messages=[{"role": m.role, "content": m.content} for m in messages],
+                max_tokens=max_tokens,
+                temperature=temperature,
+            )
+        except (
+            openai.RateLimitError,
+            openai.APITimeoutError,
+            openai.APIConnectionError,
+            openai.InternalServerError,
+        ) as exc:
+            raise Retryable(f"{type(exc).__name__}: {exc}") from None
+        except openai.APIStatusError as exc:
+            if exc.status_code >= 500 or exc.status_code == 429:
+                raise Retryable(f"HTTP {exc.status_code}") from None
+            raise HarnessError(f"{self.label}: HTTP {exc.status_code}: {exc.message}") from None
+        except (ValueError, openai.APIResponseValidationError) as exc:  # a body that is not JSON
+            raise Retryable(f"malformed response ({type(exc).__name__})") from None
+        try:
+            text = response.choices[0].message.content
+            usage = response.usage
+            if text is None:
+                raise TypeError("no content")
+            return Attempt(text, usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0)
+        except (AttributeError, IndexError, TypeError) as exc:  # JSON, but not a completion
+            raise Retryable(f"malformed response ({exc})") from None
+
+
+class AnthropicLLM(ResilientLLM):
+    """Messages through the ``anthropic`` SDK (system prompts go in ``system``)."""
+
+    name = "anthropic"
+
+    def __init__(self, model: str, base_url: str | None = None, **params: Any) -> None:
+        super().__init__(model, base_url=base_url, **params)
+        self._client: Any = None
+
+    def endpoint(self) -> str:
+        return self.params["base_url"] or "https://api.anthropic.com"
+
+    def client(self) -> Any:
+        if self._client is None:
+            import anthropic
+
+            base_url = self.params["base_url"]
+            self._client = anthropic.Anthropic(
+                api_key=_key("ANTHROPIC_API_KEY", "anthropic", None),
+                base_url=base_url,
+                timeout=self.params["timeout"],
+                max_retries=0,
+            )
+        return self._client
+
+    def _call(self, messages: list[Message], max_tokens: int, temperature: float) -> Attempt:
+        import anthropic
+
+        system = "\n\n".join(m.content for m in messages if m.role == "system")
+        chat = [{"role": m.role, "content": m.content} for m in messages if m.role != "system"]
+        extra: dict[str, Any] = {"system": system} if system else {}
+        if temperature > 0:  # newer Messages APIs dropped the parameter; send it only when asked for
+            extra["extra_body"] = {"temperature": temperature}
+        try:
+            response = self.client().messages.create(model=self.model, messages=chat, max_tokens=max_tokens, **extra)
+        except (
+            anthropic.RateLimitError,
+            anthropic.APITimeoutError,
+            anthropic.APIConnectionError,
+            anthropic.InternalServerError,
+        ) as exc:
+            raise Retryable(f"{type(exc).__name__}: {exc}") from None
+        except anthropic.APIStatusError as exc:
+            if exc.status_code >= 500 or exc.status_code in (429, 529):
+                raise Retryable(f"HTTP {exc.status_code}") from None
+            raise HarnessError(f"{self.label}: HTTP {exc.status_code}: {exc.message}") from None
+        except (ValueError, anthropic.APIResponseValidationError) as exc:
+            raise Retryable(f"malformed response ({type(exc).__name__})") from None
+        try:
+            text = "".join(block.text for block in response.content if getattr(block, "type", "") == "text")
+            return Attempt(text, response.usage.input_tokens, response.usage.output_tokens)
+        except (AttributeError, TypeError) as exc:
+            raise Retryable(f"malformed response ({exc})") from None

