@@ -432,6 +432,54 @@ def describe(dataset: str, fmt: str, data_dir: str | None, registry_path: str | 
             stdout.print(f"{key}: {value:,}" if isinstance(value, int) else f"{key}: {value}")
 
 
+@cli.command()
+@click.argument("dataset")
+@click.option("--data-dir", type=click.Path(file_okay=False), help="local copy of the dataset's files (data_dir)")
+@click.option("--png", type=click.Path(dir_okay=False), help="also write length/answer histograms here")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@_registry_option
+def stats(dataset: str, data_dir: str | None, png: str | None, fmt: str, registry_path: str | None) -> None:
+    """Query-set statistics: length and answer distributions, word entropy, type-token ratio."""
+    from harness.registry import load_registry
+    from harness.runner import resolve_dataset
+    from harness.stats import query_set_statistics, write_histograms
+
+    registry = load_registry(registry_path)
+    components = get_plugin_manager().components
+    entry = resolve_dataset(registry, components, dataset)
+    cls = components.get("dataset", entry.plugin)
+    params = {**entry.params, **({"data_dir": data_dir} if data_dir else {})}
+    try:
+        instance = cls(**params)
+    except TypeError as exc:
+        raise HarnessError(f"dataset {dataset!r}: bad parameters {params}: {exc}") from exc
+    queries = instance.load_queries()
+    result = {"dataset": dataset, **query_set_statistics(queries)}
+    if png:
+        written = write_histograms(queries, Path(png), f"{dataset}: {result['all']['queries']:,} queries")
+        result["png"] = str(written) if written else "not written: matplotlib is not installed"
+    if fmt == "json":
+        _echo_json(result)
+        return
+    table = Table(title=f"{dataset} query statistics (words = whitespace tokens)")
+    for column in ("split", "queries", "words", "entropy", "TTR", "median len", "mean answers", ">30 answers"):
+        table.add_column(column, justify="left" if column == "split" else "right")
+    for name, summary in [("all", result["all"]), *result["splits"].items()]:
+        table.add_row(
+            name,
+            f"{summary['queries']:,}",
+            f"{summary['words']:,}",
+            f"{summary['shannon_entropy']:.2f}",
+            f"{summary['type_token_ratio']:.3f}",
+            f"{summary['query_length_words'].get('median', 0):.0f}",
+            f"{summary['answers_per_query'].get('mean', 0):.1f}",
+            f"{summary['share_with_more_than_30_answers']:.1%}",
+        )
+    stdout.print(table)
+    if png:
+        stdout.print(f"histograms: {result['png']}")
+
+
 def main() -> None:
     """Entry point: add plugin commands, then run the CLI."""
     manager = get_plugin_manager()

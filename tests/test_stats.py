@@ -1,0 +1,52 @@
+"""Query-set statistics: hand-checked definitions, and STaRK's own numbers on its real query sets."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import SHARED, shared_available
+
+from harness.cli import cli
+from harness.queries import HUMAN_SPLIT, Query, QuerySet
+from harness.stats import query_set_statistics, shannon_entropy, type_token_ratio
+
+
+def test_definitions_by_hand() -> None:
+    words = "the cat and the hat".split()
+    assert type_token_ratio(words) == 4 / 5
+    expected = -(2 / 5 * math.log2(2 / 5) + 3 * (1 / 5 * math.log2(1 / 5)))
+    assert shannon_entropy(words) == pytest.approx(expected)
+    queries = QuerySet(
+        "q",
+        {
+            "train": [Query(1, "red kettle", (1,)), Query(2, "a blue kettle here", (1, 2, 2))],
+            "test": [Query(3, "pan", tuple(range(40)))],
+            HUMAN_SPLIT: [Query(1, "a human wrote this", (5,))],  # reuses id 1, counted apart
+        },
+    )
+    stats = query_set_statistics(queries)
+    assert stats["all"]["queries"] == 3 and stats["all"]["words"] == 7
+    assert stats["all"]["answers_per_query"]["max"] == 40 and stats["all"]["answers_per_query"]["min"] == 1
+    assert stats["all"]["share_with_more_than_30_answers"] == pytest.approx(1 / 3)
+    assert stats["splits"][HUMAN_SPLIT]["words"] == 4
+
+
+@pytest.mark.skipif(not shared_available(), reason="needs ../shared/stark")
+@pytest.mark.parametrize(("name", "entropy"), [("amazon", 10.39), ("mag", 10.25), ("prime", 9.63)])
+def test_stark_query_sets_have_the_papers_entropy(name: str, entropy: float, tmp_path: Path) -> None:
+    png = tmp_path / f"{name}.png"
+    result = CliRunner().invoke(
+        cli,
+        ["stats", f"stark-{name}", "--data-dir", str(SHARED / "stark"), "--format", "json", "--png", str(png)],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    stats = json.loads(result.stdout)
+    assert round(stats["all"]["shannon_entropy"], 2) == entropy  # STaRK paper, Table 5
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    if name == "amazon":  # "about 22% of the answers have more than 30 entities" (§2.5)
+        assert round(stats["all"]["share_with_more_than_30_answers"], 2) == 0.22
