@@ -257,6 +257,7 @@ def list_(fmt: str, registry_path: str | None) -> None:
         "datasets": {},
         "retrievers": {},
         "metrics": [],
+        "llm_providers": sorted(components.by_kind.get("llm", {})),
         "synthesis_stages": sorted(components.by_kind.get("synthesis stage", {})),
         "conditions": [],
     }
@@ -286,6 +287,8 @@ def list_(fmt: str, registry_path: str | None) -> None:
             table.add_row(name, info["plugin"], json.dumps(details) if details else "")
         stdout.print(table)
     stdout.print("metrics: " + ", ".join(data["metrics"]))
+    if data["llm_providers"]:
+        stdout.print("LLM providers (provider:model): " + ", ".join(data["llm_providers"]))
     if data["synthesis_stages"]:
         stdout.print("synthesis stages: " + ", ".join(data["synthesis_stages"]))
     table = Table(title="conditions")

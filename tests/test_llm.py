@@ -45,6 +45,13 @@ def test_llm_specs_are_checked() -> None:
         get_llm("nope:model")
     with pytest.raises(HarnessError, match="mode"):
         LLMReranker(mode="pairwise")
+    from click.testing import CliRunner
+
+    from harness.cli import cli
+
+    listed = json.loads(CliRunner().invoke(cli, ["list", "--format", "json"]).stdout)
+    assert {"openai", "anthropic", "local"} <= set(listed["llm_providers"])
+    assert listed["retrievers"]["bm25-gpt-4o-mini-rerank"]["first_stage"] == "bm25"
 
 
 # -- fault-injecting servers speaking the providers' APIs ------------------------------------

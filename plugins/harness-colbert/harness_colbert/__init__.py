@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import json
+import os
 import shutil
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -159,7 +161,7 @@ class ColBERTRetriever(Retriever):
         if self._device == "cpu":
             RunSettings.total_visible_gpus = 0  # colbert-ai takes any visible GPU otherwise
         try:
-            with (root / "colbert.log").open("a") as log, contextlib.redirect_stdout(log):
+            with _stdout_to(root / "colbert.log"):
                 yield RunConfig(nranks=1, experiment=_EXPERIMENT, root=str(root), avoid_fork_if_possible=True)
         finally:
             RunSettings.total_visible_gpus = visible
@@ -169,12 +171,28 @@ class ColBERTRetriever(Retriever):
             raise HarnessError("colbertv2: search() before build()")
         depth = min(k, len(self._ids))
         rankings = []
-        log = Path(self._searcher.index) / "search.log"
-        with log.open("a") as out, contextlib.redirect_stdout(out):
+        with _stdout_to(Path(self._searcher.index) / "search.log"):
             for query in queries:
                 pids, _ranks, scores = self._searcher.search(query.text, k=depth)
                 rankings.append(Ranking(self._ids[np.asarray(pids, dtype=np.int64)], np.asarray(scores, np.float64)))
         return rankings
+
+
+@contextlib.contextmanager
+def _stdout_to(path: Path) -> Iterator[None]:
+    """Send standard output to ``path``: colbert-ai prints progress, and faiss's k-means prints
+    from C, which would corrupt ``--format json`` output on the terminal."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with path.open("a") as log:
+        os.dup2(log.fileno(), 1)
+        try:
+            with contextlib.redirect_stdout(log):
+                yield
+        finally:
+            sys.stdout.flush()
+            os.dup2(saved, 1)
+            os.close(saved)
 
 
 @hookimpl
