@@ -399,6 +399,21 @@ def evaluate_cmd(run_file: str, qrels: str, metrics: str, per_query: bool, fmt: 
         stdout.print(f"{summary['queries_missing_from_run']} qrels queries are missing from the run (scored 0)")
 
 
+def _dataset(name: str, data_dir: str | None, registry_path: str | None) -> Any:
+    """The dataset plugin instance for a registry (or plugin) name, with ``data_dir`` if given."""
+    from harness.registry import load_registry
+    from harness.runner import resolve_dataset
+
+    components = get_plugin_manager().components
+    entry = resolve_dataset(load_registry(registry_path), components, name)
+    cls = components.get("dataset", entry.plugin)
+    params = {**entry.params, **({"data_dir": data_dir} if data_dir else {})}
+    try:
+        return cls(**params)
+    except TypeError as exc:
+        raise HarnessError(f"dataset {name!r}: bad parameters {params}: {exc}") from exc
+
+
 @cli.command()
 @click.argument("dataset")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
@@ -406,19 +421,7 @@ def evaluate_cmd(run_file: str, qrels: str, metrics: str, per_query: bool, fmt: 
 @_registry_option
 def describe(dataset: str, fmt: str, data_dir: str | None, registry_path: str | None) -> None:
     """Counts for a dataset: nodes and edges by type, candidates, queries per split."""
-    from harness.registry import load_registry
-    from harness.runner import resolve_dataset
-
-    registry = load_registry(registry_path)
-    components = get_plugin_manager().components
-    entry = resolve_dataset(registry, components, dataset)
-    cls = components.get("dataset", entry.plugin)
-    params = {**entry.params, **({"data_dir": data_dir} if data_dir else {})}
-    try:
-        instance = cls(**params)
-    except TypeError as exc:
-        raise HarnessError(f"dataset {dataset!r}: bad parameters {params}: {exc}") from exc
-    info = instance.describe()
+    info = _dataset(dataset, data_dir, registry_path).describe()
     if fmt == "json":
         _echo_json(info)
         return
@@ -443,20 +446,9 @@ def describe(dataset: str, fmt: str, data_dir: str | None, registry_path: str | 
 @_registry_option
 def stats(dataset: str, data_dir: str | None, png: str | None, fmt: str, registry_path: str | None) -> None:
     """Query-set statistics: length and answer distributions, word entropy, type-token ratio."""
-    from harness.registry import load_registry
-    from harness.runner import resolve_dataset
     from harness.stats import query_set_statistics, write_histograms
 
-    registry = load_registry(registry_path)
-    components = get_plugin_manager().components
-    entry = resolve_dataset(registry, components, dataset)
-    cls = components.get("dataset", entry.plugin)
-    params = {**entry.params, **({"data_dir": data_dir} if data_dir else {})}
-    try:
-        instance = cls(**params)
-    except TypeError as exc:
-        raise HarnessError(f"dataset {dataset!r}: bad parameters {params}: {exc}") from exc
-    queries = instance.load_queries()
+    queries = _dataset(dataset, data_dir, registry_path).load_queries()
     result = {"dataset": dataset, **query_set_statistics(queries)}
     if png:
         written = write_histograms(queries, Path(png), f"{dataset}: {result['all']['queries']:,} queries")

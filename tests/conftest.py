@@ -69,6 +69,26 @@ def tiny_skb() -> SKB:
     )
 
 
+def debian_slice(step: int, count: int) -> SKB:
+    """Every ``step``-th of the Debian packages, ``count`` of them, as a text-only SKB: real
+    documents, quick to index."""
+    from harness_debian import DebianDataset
+
+    skb = DebianDataset().load_skb()
+    ids = skb.candidate_ids[::step][:count]
+    return SKB(
+        name=f"debian-slice-{step}-{count}",
+        node_type_names=["package"],
+        node_types=np.zeros(len(ids)),
+        names=[skb.names[i] for i in ids],
+        fields=[skb.fields[i] for i in ids],
+        edge_types=[],
+        src=np.zeros(0),
+        dst=np.zeros(0),
+        edge_type=np.zeros(0),
+    )
+
+
 class TinyDataset(Dataset):
     """A dataset plugin built in the tests, registered like a third party's."""
 

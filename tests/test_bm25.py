@@ -8,7 +8,7 @@ import bm25s
 import numpy as np
 import pytest
 import Stemmer
-from conftest import tiny_skb
+from conftest import debian_slice, tiny_skb
 
 from harness.queries import Query
 from harness.retriever import BuildContext
@@ -23,25 +23,13 @@ def debian() -> DebianDataset:
 
 
 @pytest.fixture(scope="module")
-def debian_slice(debian: DebianDataset) -> SKB:
+def slice_skb() -> SKB:
     """The first 5,000 Debian packages as a text-only SKB: real documents, a quick index."""
-    skb = debian.load_skb()
-    ids = skb.candidate_ids[:5000]
-    return SKB(
-        name="debian-slice",
-        node_type_names=["package"],
-        node_types=np.zeros(len(ids)),
-        names=[skb.names[i] for i in ids],
-        fields=[skb.fields[i] for i in ids],
-        edge_types=[],
-        src=np.zeros(0),
-        dst=np.zeros(0),
-        edge_type=np.zeros(0),
-    )
+    return debian_slice(1, 5000)
 
 
-def test_matches_bm25s_alone_on_the_same_corpus(debian: DebianDataset, debian_slice: SKB, session_cache: Path) -> None:
-    skb, queries = debian_slice, debian.load_queries().split("test")[:30]
+def test_matches_bm25s_alone_on_the_same_corpus(debian: DebianDataset, slice_skb: SKB, session_cache: Path) -> None:
+    skb, queries = slice_skb, debian.load_queries().split("test")[:30]
     retriever = BM25Retriever(analyzer="bm25s", stopwords="en", stemmer="english", length_norms="exact")
     retriever.build(skb, BuildContext(cache_dir=session_cache))
     ours = retriever.search(queries, 10)
@@ -64,13 +52,13 @@ def test_matches_bm25s_alone_on_the_same_corpus(debian: DebianDataset, debian_sl
 
 
 def test_lucene_analysis_and_norms_change_only_the_tokens_and_lengths(
-    debian: DebianDataset, debian_slice: SKB, session_cache: Path
+    debian: DebianDataset, slice_skb: SKB, session_cache: Path
 ) -> None:
     """The default plugin = bm25s over Lucene's tokens, with lengths decoded from Lucene's norm byte."""
     from harness_bm25.analysis import LuceneEnglishAnalyzer
     from harness_bm25.norms import lucene_length
 
-    skb, queries = debian_slice, debian.load_queries().split("test")[:30]
+    skb, queries = slice_skb, debian.load_queries().split("test")[:30]
     analyzer = LuceneEnglishAnalyzer()
     corpus = [analyzer(d) for d in skb.documents()]
     exact = BM25Retriever(length_norms="exact")

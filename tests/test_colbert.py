@@ -12,12 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import debian_slice
 
 from harness.errors import HarnessError
 from harness.queries import Query
 from harness.retriever import BuildContext
 from harness.skb import SKB
-from harness_debian import DebianDataset
 
 pytest.importorskip("colbert", reason="pip install stark-harness-colbert")
 from harness_colbert import ColBERTRetriever
@@ -25,21 +25,9 @@ from harness_colbert.checkpoint import build_minilm_checkpoint, resolve_checkpoi
 
 
 @pytest.fixture(scope="module")
-def debian_slice() -> SKB:
+def slice_skb() -> SKB:
     """1,500 real Debian packages: enough for colbert-ai's k-means, quick to encode."""
-    skb = DebianDataset().load_skb()
-    ids = skb.candidate_ids[::40][:1500]
-    return SKB(
-        name="debian-slice",
-        node_type_names=["package"],
-        node_types=np.zeros(len(ids)),
-        names=[skb.names[i] for i in ids],
-        fields=[skb.fields[i] for i in ids],
-        edge_types=[],
-        src=np.zeros(0),
-        dst=np.zeros(0),
-        edge_type=np.zeros(0),
-    )
+    return debian_slice(40, 1500)
 
 
 def _retriever() -> ColBERTRetriever:
@@ -47,17 +35,17 @@ def _retriever() -> ColBERTRetriever:
 
 
 def test_index_and_search_with_colbert_ai(
-    debian_slice: SKB, session_cache: Path, capfd: pytest.CaptureFixture[str]
+    slice_skb: SKB, session_cache: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     retriever = _retriever()
-    retriever.build(debian_slice, BuildContext(cache_dir=session_cache))
+    retriever.build(slice_skb, BuildContext(cache_dir=session_cache))
     # colbert-ai's messages and faiss's k-means report (printed from C) stay off standard
     # output, where they would corrupt `harness run --format json`.
     assert "Clustering" not in capfd.readouterr().out
     # A document's own opening words find it first: MaxSim of identical tokens is maximal, and
     # this only holds when passage ids map back to the right nodes.
     nodes = [3, 250, 777, 1200, 1499]
-    queries = [Query(n, debian_slice.document(n, compact=True)[:80], (n,)) for n in nodes]
+    queries = [Query(n, slice_skb.document(n, compact=True)[:80], (n,)) for n in nodes]
     rankings = retriever.search(queries, 10)
     assert [r.ids[0] for r in rankings] == nodes
     for ranking in rankings:
@@ -68,9 +56,9 @@ def test_index_and_search_with_colbert_ai(
     assert (index / "complete.json").exists() and "Clustering" in (index / "colbert.log").read_text()
 
 
-def test_second_build_reuses_the_index(debian_slice: SKB, session_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_second_build_reuses_the_index(slice_skb: SKB, session_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     first = _retriever()
-    first.build(debian_slice, BuildContext(cache_dir=session_cache))
+    first.build(slice_skb, BuildContext(cache_dir=session_cache))
     query = [Query(1, "a library for parsing command line options", ())]
     expected = first.search(query, 5)[0].ids.tolist()
 
@@ -81,7 +69,7 @@ def test_second_build_reuses_the_index(debian_slice: SKB, session_cache: Path, m
 
     monkeypatch.setattr(colbert, "Indexer", no_indexing)
     again = _retriever()
-    again.build(debian_slice, BuildContext(cache_dir=session_cache))
+    again.build(slice_skb, BuildContext(cache_dir=session_cache))
     assert again.search(query, 5)[0].ids.tolist() == expected
 
 
