@@ -285,3 +285,34 @@ def test_a_reranker_run_records_the_llm_and_the_sample(
     assert row["regime"] == "llm-at-query-time" and row["sample"] == 0.02
     assert row["num_queries"] == 2 and row["first_stage"]["name"] == "bm25"
     assert row["usage"]["llm"] == "openai:smollm2" and row["usage"]["input_tokens"] > 0
+
+
+def test_synthesis_pipeline_with_smollm2(smollm2_server: str, tmp_path: Path) -> None:
+    """All four stages against the real model: the output is a query set with its gold answers."""
+    from harness_debian import DebianDataset
+    from harness_synthesis import RelationalRequirement
+    from harness_synthesis.llm_stages import Filter, Fuse, TextualProperties
+    from harness_synthesis.pipeline import run_pipeline, write_query_set
+
+    skb = DebianDataset().load_skb()
+    common = {
+        "llm": "openai:smollm2",
+        "llm_params": {"base_url": smollm2_server, "concurrency": 1, "timeout": 600},
+        "role": "Debian user",
+    }
+    stages = [
+        RelationalRequirement(templates="debian", n=2, max_candidates=3),
+        TextualProperties(**common),
+        Fuse(**common),
+        Filter(**common, max_candidates=3),
+    ]
+    drafts = run_pipeline(skb, stages, seed=1, work=tmp_path / "work")
+    summary = write_query_set(tmp_path, "debian", drafts, {"llm": "openai:smollm2"}, seed=1)
+    assert summary["queries"] == len(drafts) >= 1
+    for draft in drafts:
+        record = draft.provenance
+        assert draft.text and record["relational"]["gold"] in draft.answer_ids
+        verdicts = record["filter"]["verdicts"]
+        assert len(verdicts) == record["filter"]["candidates_before"] == record["relational"]["candidates"]
+        assert set(draft.answer_ids) <= {int(n) for n in verdicts}
+    assert (tmp_path / "qa" / "debian" / "stark_qa" / "stark_qa.csv").exists()

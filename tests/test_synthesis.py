@@ -3,15 +3,26 @@ independent walk over the raw edge list."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
+from harness.cli import cli
 from harness.errors import HarnessError
+from harness.hookspecs import hookimpl
+from harness.llm import LLM, Completion
+from harness.metrics import hit_matrix
 from harness.plugins import get_plugin_manager
+from harness.queries import load_stark_layout
+from harness.retriever import BuildContext
 from harness.skb import SKB
 from harness_debian import DebianDataset
 from harness_synthesis import RelationalRequirement
-from harness_synthesis.templates import TEMPLATES, Path
+from harness_synthesis.templates import TEMPLATES
+from harness_synthesis.templates import Path as MetaPath
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +74,7 @@ def test_the_stage_is_a_plugin_and_checks_its_parameters(skb: SKB) -> None:
     with pytest.raises(HarnessError, match="no 'amazon' template fits"):
         RelationalRequirement(templates="amazon").run(skb, [], seed=0)
     with pytest.raises(HarnessError, match="cannot read"):
-        Path.parse("x", "brand ~~has_brand~~ product")
+        MetaPath.parse("x", "brand ~~has_brand~~ product")
 
 
 def test_stark_templates_use_the_official_relation_names() -> None:
@@ -78,3 +89,68 @@ def test_stark_templates_use_the_official_relation_names() -> None:
         used = {hop.relation for t in TEMPLATES[name] for p in t.paths for hop in p.hops}
         assert used <= relations, used - relations
     assert len(TEMPLATES["mag"]) == 7  # the paper's Appendix A.3
+
+
+class Scripted(LLM):
+    """A deterministic provider registered like a third party's, counting its calls."""
+
+    name = "scripted"
+    calls = 0
+
+    def complete(self, prompt, max_tokens=256, temperature=0.0):  # type: ignore[no-untyped-def]
+        Scripted.calls += 1
+        text = prompt[-1].content
+        if "short properties" in text:
+            answer = "1. free software\n2. command line\n"
+        elif text.startswith("Write one search request"):
+            answer = "Request: packages for the command line"
+        elif text.startswith("Rewrite this search request"):
+            answer = '"I work in a terminal all day: which free command line packages fit?"'
+        else:  # a verifier: yes when the document mentions "command"
+            answer = "Yes." if "command" in text.split("Does this")[0].lower() else "No"
+        return Completion(answer, 50, 8, 0.0)
+
+
+class ScriptedPlugin:
+    @hookimpl
+    def register_llms(self, register):  # type: ignore[no-untyped-def]
+        register(Scripted)
+
+
+def test_synthesize_writes_an_official_query_set_that_runs(tmp_path: Path, skb: SKB) -> None:
+    manager = get_plugin_manager()
+    manager.register(ScriptedPlugin(), "scripted-llm")
+    manager.add_commands(cli)
+    out = tmp_path / "synth"
+    args = ["synthesize", "-d", "debian", "--n", "6", "--llm", "scripted:m", "--max-candidates", "8", "--out", str(out)]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    calls = Scripted.calls
+    assert calls > 0
+
+    root = out / "qa" / "debian"
+    queries = load_stark_layout(root)
+    assert sorted(queries.split_names) == ["test", "train", "val"]
+    everything = [q for name in queries.split_names for q in queries.split(name)]
+    provenance = [json.loads(line) for line in (root / "provenance.jsonl").read_text().splitlines()]
+    assert len(everything) == len(provenance) >= 1
+    for query, record in zip(sorted(everything, key=lambda q: q.id), provenance, strict=True):
+        assert query.text.startswith("I work in a terminal") and record["textual"]["properties"]
+        gold = record["relational"]["gold"]
+        assert gold in query.answer_ids and record["filter"]["verifiers"] == ["scripted:m"]
+        for node in query.answer_ids:  # answers = gold + the candidates every verifier accepted
+            assert node == gold or "command" in skb.document(node)[:1000].lower()
+    summary = json.loads((root / "synthesis.json").read_text())
+    assert summary["queries"] == len(everything) and 0 <= summary["gold_pass_rate"] <= 1
+
+    again = CliRunner().invoke(cli, args, catch_exceptions=False)  # resumes: every stage is on disk
+    assert again.exit_code == 0 and Scripted.calls == calls
+
+    # The synthesized set runs like any other: BM25 over the Debian SKB, scored.
+    from harness_bm25 import BM25Retriever
+
+    retriever = BM25Retriever()
+    retriever.build(skb, BuildContext(cache_dir=tmp_path / "cache"))
+    rankings = retriever.search(everything, 10)
+    hits, n_relevant = hit_matrix([r.ids for r in rankings], [q.answer_ids for q in everything])
+    assert hits.shape == (len(everything), 10) and (n_relevant >= 1).all()
