@@ -4,6 +4,7 @@ independent walk over the raw edge list."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ from harness.retriever import BuildContext
 from harness.skb import SKB
 from harness_debian import DebianDataset
 from harness_synthesis import RelationalRequirement
-from harness_synthesis.templates import TEMPLATES
+from harness_synthesis.templates import TEMPLATES, candidates
 from harness_synthesis.templates import Path as MetaPath
 
 
@@ -69,8 +70,8 @@ def test_grounded_requirements_have_exactly_their_candidates(skb: SKB) -> None:
 
 def test_the_stage_is_a_plugin_and_checks_its_parameters(skb: SKB) -> None:
     assert get_plugin_manager().components.get("synthesis stage", "relational") is RelationalRequirement
-    with pytest.raises(HarnessError, match="no template set 'prime'"):
-        RelationalRequirement(templates="prime")
+    with pytest.raises(HarnessError, match="no template set 'wikidata'"):
+        RelationalRequirement(templates="wikidata")
     with pytest.raises(HarnessError, match="no 'amazon' template fits"):
         RelationalRequirement(templates="amazon").run(skb, [], seed=0)
     with pytest.raises(HarnessError, match="cannot read"):
@@ -89,6 +90,55 @@ def test_stark_templates_use_the_official_relation_names() -> None:
         used = {hop.relation for t in TEMPLATES[name] for p in t.paths for hop in p.hops}
         assert used <= relations, used - relations
     assert len(TEMPLATES["mag"]) == 7  # the paper's Appendix A.3
+    from stark_fixtures import PRIME_NODE_TYPES, PRIME_RELATIONS
+
+    prime = TEMPLATES["prime"]
+    assert len(prime) == 28  # Appendix A.4
+    hops = [h for t in prime for p in t.paths for h in p.hops] + [h for t in prime for h in t.none_of]
+    assert {h.relation for h in hops} <= set(PRIME_RELATIONS)
+    types = {h.node_type for h in hops} | {p.slot_type for t in prime for p in t.paths} | {t.answer_type for t in prime}
+    assert types <= set(PRIME_NODE_TYPES)
+    for template in prime:  # every slot in the text has a path, and every path a slot in the text
+        assert {p.slot for p in template.paths} == set(re.findall(r"<([^>]+)>", template.text)), template.name
+
+
+def test_negated_and_two_path_templates_on_a_hand_made_graph() -> None:
+    """Diseases with a phenotype absent and no indicated drug; drugs sharing a disease and synergy."""
+    from harness.skb import EdgeType
+
+    names = ["fever", "flu", "cold", "measles", "aspirin", "ibuprofen", "paracetamol"]
+    types = [2, 0, 0, 0, 1, 1, 1]  # effect/phenotype, disease, drug
+    edges = [  # (src, dst, relation)
+        (0, 1, 0),
+        (0, 2, 0),
+        (0, 3, 0),  # fever: phenotype absent in flu, cold, measles
+        (4, 1, 1),  # aspirin indicated for flu
+        (4, 2, 1),
+        (5, 2, 1),
+        (6, 2, 1),  # all three indicated for cold
+        (4, 5, 2),
+        (4, 6, 2),  # aspirin synergises with ibuprofen and paracetamol
+    ]
+    skb = SKB(
+        name="mini-prime",
+        node_type_names=["disease", "drug", "effect/phenotype"],
+        node_types=np.array(types),
+        names=names,
+        fields=[{}] * len(names),
+        edge_types=[EdgeType("phenotype absent"), EdgeType("indication"), EdgeType("synergistic interaction")],
+        src=np.array([e[0] for e in edges]),
+        dst=np.array([e[1] for e in edges]),
+        edge_type=np.array([e[2] for e in edges]),
+    )  # relations without an inverse label are symmetric: followed both ways
+    by_name = {t.name: t for t in TEMPLATES["prime"]}
+    assert candidates(skb, by_name["ep>disease!drug"], {"effect/phenotype": 0}).tolist() == [3]  # measles only
+    both = by_name["drug>disease>drug&drug"]
+    assert candidates(skb, both, {"drug": 4}).tolist() == [5, 6]
+    drafts = RelationalRequirement(templates="prime", n=3).run(skb, [], seed=0)
+    for draft in drafts:
+        record = draft.provenance["relational"]
+        assert record["template"] in ("ep>disease!drug", "drug>disease>drug&drug")
+        assert record["gold"] in draft.answer_ids
 
 
 class Scripted(LLM):

@@ -28,7 +28,7 @@ class RelationalRequirement(SynthesisStage):
     """Ground ``n`` relational requirements.
 
     Parameters:
-        templates: a template set ("amazon", "mag", "debian").
+        templates: a template set ("amazon", "mag", "prime", "debian").
         n: drafts to produce (ids continue after any drafts given).
         min_candidates, max_candidates: groundings whose candidate set falls outside these
             bounds are drawn again (too broad a requirement says little; STaRK's fused queries
@@ -90,9 +90,11 @@ class RelationalRequirement(SynthesisStage):
 def _applies(skb: SKB, template: Template) -> bool:
     types = set(skb.node_type_names)
     relations = {e.name for e in skb.edge_types}
-    return template.answer_type in types and all(
-        p.slot_type in types and all(h.relation in relations and h.node_type in types for h in p.hops)
-        for p in template.paths
+    hops = [h for p in template.paths for h in p.hops] + list(template.none_of)
+    return (
+        template.answer_type in types
+        and all(p.slot_type in types for p in template.paths)
+        and all(h.relation in relations and h.node_type in types for h in hops)
     )
 
 

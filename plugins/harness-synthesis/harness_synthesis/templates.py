@@ -8,8 +8,9 @@ from source to target, ``<-`` from target to source (on undirected SKBs, such as
 both read the same).
 
 Templates shipped: STaRK-Amazon's basic templates (paper, Appendix A.2) and two
-compositions, STaRK-MAG's seven (Appendix A.3), and templates for the Debian SKB. STaRK-Prime's
-28 (Appendix A.4) are not written out yet.
+compositions, STaRK-MAG's seven (Appendix A.3), STaRK-Prime's 28 (Appendix A.4; with a
+negated relation and two paths from one entity where the paper has them), and templates for the
+Debian SKB.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class Template:
     text: str
     answer_type: str
     paths: tuple[Path, ...]
+    none_of: tuple[Hop, ...] = ()  # the answer must have no neighbour through these (Prime's "[!indication]")
 
     def fill(self, names: dict[str, str]) -> str:
         text = self.text
@@ -77,7 +79,201 @@ def _t(name: str, text: str, answer_type: str, **paths: str) -> Template:
     )
 
 
+def _prime(name: str, text: str, answer: str, *paths: tuple[str, list[str]], none_of: tuple[Hop, ...] = ()) -> Template:
+    """PrimeKG names hold spaces and slashes, so its paths are lists: [start, relation, type, ...]."""
+    built = []
+    for slot, chain in paths:
+        hops = tuple(Hop(chain[i], "out", chain[i + 1]) for i in range(1, len(chain), 2))
+        built.append(Path(slot, chain[0], hops))
+    return Template(name, text, answer, tuple(built), none_of)
+
+
+# STaRK-Prime, Appendix A.4: the 28 templates, with the paper's question texts.
+_EP, _GP, _BP = "effect/phenotype", "gene/protein", "biological_process"
+PRIME = [
+    _prime(
+        "ep>disease!drug",
+        "Find diseases with zero indication drug and are associated with <effect/phenotype>",
+        "disease",
+        ("effect/phenotype", [_EP, "phenotype absent", "disease"]),
+        none_of=(Hop("indication", "out", "drug"),),
+    ),
+    _prime(
+        "drug>disease<gp",
+        "Identify diseases associated with <gene/protein> and are contraindicated with <drug>",
+        "disease",
+        ("drug", ["drug", "contraindication", "disease"]),
+        ("gene/protein", [_GP, "associated with", "disease"]),
+    ),
+    _prime(
+        "anatomy>gp<anatomy",
+        "What gene or protein is expressed in <anatomy1> while is absent in <anatomy2>?",
+        _GP,
+        ("anatomy1", ["anatomy", "expression present", _GP]),
+        ("anatomy2", ["anatomy", "expression absent", _GP]),
+    ),
+    _prime(
+        "anatomy>gp<anatomy(absent)",
+        "What gene/protein is absent in both <anatomy1> and <anatomy2>?",
+        _GP,
+        ("anatomy1", ["anatomy", "expression absent", _GP]),
+        ("anatomy2", ["anatomy", "expression absent", _GP]),
+    ),
+    _prime(
+        "drug>gp<drug(carrier)",
+        "Which target genes are shared carriers between <drug1> and <drug2>?",
+        _GP,
+        ("drug1", ["drug", "carrier", _GP]),
+        ("drug2", ["drug", "carrier", _GP]),
+    ),
+    _prime(
+        "anatomy>gp>drug(target)",
+        "What is the drug that targets the genes or proteins which are expressed in <anatomy>?",
+        "drug",
+        ("anatomy", ["anatomy", "expression present", _GP, "target", "drug"]),
+    ),
+    _prime(
+        "drug>ep>drug",
+        "What drug has common side effects as <drug>?",
+        "drug",
+        ("drug", ["drug", "side effect", _EP, "side effect", "drug"]),
+    ),
+    _prime(
+        "drug>gp>drug(carrier)",
+        "What is the drug that has common gene/protein carrier with <drug>?",
+        "drug",
+        ("drug", ["drug", "carrier", _GP, "carrier", "drug"]),
+    ),
+    _prime(
+        "anatomy>gp>drug(enzyme)",
+        "What is the drug that some genes or proteins act as an enzyme upon, where the "
+        "genes or proteins are expressed in <anatomy>?",
+        "drug",
+        ("anatomy", ["anatomy", "expression present", _GP, "enzyme", "drug"]),
+    ),
+    _prime(
+        "cc>gp>drug",
+        "What is the drug carried by genes or proteins that interact with <cellular_component>?",
+        "drug",
+        ("cellular_component", ["cellular_component", "interacts with", _GP, "carrier", "drug"]),
+    ),
+    _prime(
+        "mf>gp>drug",
+        "What drug targets the genes or proteins that interact with <molecular_function>?",
+        "drug",
+        ("molecular_function", ["molecular_function", "interacts with", _GP, "target", "drug"]),
+    ),
+    _prime(
+        "ep>drug>drug",
+        "What drug has a synergistic interaction with the drug that has <effect/phenotype> as a side effect?",
+        "drug",
+        ("effect/phenotype", [_EP, "side effect", "drug", "synergistic interaction", "drug"]),
+    ),
+    _prime(
+        "disease>drug>disease",
+        "What disease is a contraindication for the drugs indicated for <disease>?",
+        "disease",
+        ("disease", ["disease", "indication", "drug", "contraindication", "disease"]),
+    ),
+    _prime(
+        "disease>disease>ep",
+        "What effect or phenotype is present in the sub type of <disease>?",
+        _EP,
+        ("disease", ["disease", "parent-child", "disease", "phenotype present", _EP]),
+    ),
+    _prime(
+        "gp>drug>ep",
+        "What effect or phenotype is a side effect of the drug transported by <gene/protein>?",
+        _EP,
+        ("gene/protein", [_GP, "transporter", "drug", "side effect", _EP]),
+    ),
+    _prime(
+        "drug>gp>exposure",
+        "What exposure may affect <drug>s efficacy by acting on its transporter genes?",
+        "exposure",
+        ("drug", ["drug", "transporter", _GP, "interacts with", "exposure"]),
+    ),
+    _prime(
+        "pathway>gp>gp",
+        "What gene/protein interacts with the gene/protein that related to <pathway>?",
+        _GP,
+        ("pathway", ["pathway", "interacts with", _GP, "ppi", _GP]),
+    ),
+    _prime(
+        "drug>drug>gp",
+        "What gene or protein transports the drugs that have a synergistic interaction with <drug>?",
+        _GP,
+        ("drug", ["drug", "synergistic interaction", "drug", "transporter", _GP]),
+    ),
+    _prime(
+        "bp>gp>bp",
+        "What biological process has the common interaction pattern with gene or proteins as <biological_process>?",
+        _BP,
+        ("biological_process", [_BP, "interacts with", _GP, "interacts with", _BP]),
+    ),
+    _prime(
+        "ep>gp>bp",
+        "What biological process interacts with the gene/protein associated with <effect/phenotype>?",
+        _BP,
+        ("effect/phenotype", [_EP, "associated with", _GP, "interacts with", _BP]),
+    ),
+    _prime(
+        "drug>gp>anatomy",
+        "What anatomy expresses the gene/protein that affect the transporter of <drug>?",
+        "anatomy",
+        ("drug", ["drug", "transporter", _GP, "expression present", "anatomy"]),
+    ),
+    _prime(
+        "drug>gp>cc",
+        "What cellular component interacts with genes or proteins targeted by <drug>?",
+        "cellular_component",
+        ("drug", ["drug", "target", _GP, "interacts with", "cellular_component"]),
+    ),
+    _prime(
+        "bp>gp>anatomy",
+        "What anatomy does not express the genes or proteins that interacts with <biological_process>?",
+        "anatomy",
+        ("biological_process", [_BP, "interacts with", _GP, "expression absent", "anatomy"]),
+    ),
+    _prime(
+        "ep>gp>anatomy",
+        "What anatomy does not express the genes or proteins associated with <effect/phenotype>?",
+        "anatomy",
+        ("effect/phenotype", [_EP, "associated with", _GP, "expression absent", "anatomy"]),
+    ),
+    _prime(
+        "drug>disease>drug&drug",
+        "Find drugs that has a synergistic interaction with <drug> and both are indicated for the same disease.",
+        "drug",
+        ("drug", ["drug", "indication", "disease", "indication", "drug"]),
+        ("drug", ["drug", "synergistic interaction", "drug"]),
+    ),
+    _prime(
+        "pathway>gp>pathway&pathway",
+        "Find pathway that is related with <pathway> and both can interact with the same gene/protein.",
+        "pathway",
+        ("pathway", ["pathway", "interacts with", _GP, "interacts with", "pathway"]),
+        ("pathway", ["pathway", "parent-child", "pathway"]),
+    ),
+    _prime(
+        "gp>disease>gp&gp",
+        "Find gene/protein that can interact with <gene/protein> and both are associated with the same disease.",
+        _GP,
+        ("gene/protein", [_GP, "associated with", "disease", "associated with", _GP]),
+        ("gene/protein", [_GP, "ppi", _GP]),
+    ),
+    _prime(
+        "gp>ep>gp&gp",
+        "Find gene/protein that can interact with <gene/protein> and both are associated with the "
+        "same effect/phenotype.",
+        _GP,
+        ("gene/protein", [_GP, "associated with", _EP, "associated with", _GP]),
+        ("gene/protein", [_GP, "ppi", _GP]),
+    ),
+]
+
 TEMPLATES: dict[str, list[Template]] = {
+    "prime": PRIME,
     "amazon": [
         _t(
             "brand>product", "Can you list the products made by <brand>?", "product", brand="brand <-has_brand- product"
@@ -220,7 +416,16 @@ def candidates(skb: SKB, template: Template, anchors: dict[str, int]) -> np.ndar
         reached = _reach(skb, anchors[path.slot], path.hops)
         result = reached if result is None else np.intersect1d(result, reached)
     assert result is not None
-    return np.setdiff1d(result, np.array(list(anchors.values()), dtype=np.int64))
+    result = np.setdiff1d(result, np.array(list(anchors.values()), dtype=np.int64))
+    return np.array([n for n in result if _free_of(skb, int(n), template.none_of)], dtype=np.int64)
+
+
+def _free_of(skb: SKB, node: int, none_of: tuple[Hop, ...]) -> bool:
+    for hop in none_of:
+        neighbours = skb.neighbors(node, hop.relation, hop.direction)
+        if (skb.node_types[neighbours] == skb.node_type_names.index(hop.node_type)).any():
+            return False
+    return True
 
 
 def ground(
@@ -234,6 +439,8 @@ def ground(
         return None
     for _ in range(tries):
         gold = int(rng.choice(pool))
+        if not _free_of(skb, gold, template.none_of):
+            continue
         anchors: dict[str, int] = {}
         for path in template.paths:
             if path.slot in anchors:  # a second path from the same entity must reach the gold too
