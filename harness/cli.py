@@ -439,16 +439,35 @@ def describe(dataset: str, fmt: str, data_dir: str | None, registry_path: str | 
 
 
 @cli.command()
-@click.argument("dataset")
+@click.argument("dataset", required=False)
+@click.option("--queries", "queries_dir", type=click.Path(file_okay=False), help="a query set in STaRK's layout")
 @click.option("--data-dir", type=click.Path(file_okay=False), help="local copy of the dataset's files (data_dir)")
 @click.option("--png", type=click.Path(dir_okay=False), help="also write length/answer histograms here")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @_registry_option
-def stats(dataset: str, data_dir: str | None, png: str | None, fmt: str, registry_path: str | None) -> None:
-    """Query-set statistics: length and answer distributions, word entropy, type-token ratio."""
+def stats(
+    dataset: str | None,
+    queries_dir: str | None,
+    data_dir: str | None,
+    png: str | None,
+    fmt: str,
+    registry_path: str | None,
+) -> None:
+    """Query-set statistics: length and answer distributions, word entropy, type-token ratio.
+
+    Of a dataset's queries (DATASET), or of any query set in STaRK's layout (--queries DIR,
+    e.g. one written by `harness synthesize`)."""
+    from harness.queries import load_stark_layout
     from harness.stats import query_set_statistics, write_histograms
 
-    queries = _dataset(dataset, data_dir, registry_path).load_queries()
+    if (dataset is None) == (queries_dir is None):
+        raise HarnessError("stats: give a DATASET or --queries DIR (one of them)")
+    if queries_dir is not None:
+        queries = load_stark_layout(queries_dir)
+        dataset = queries.name
+    else:
+        assert dataset is not None
+        queries = _dataset(dataset, data_dir, registry_path).load_queries()
     result = {"dataset": dataset, **query_set_statistics(queries)}
     if png:
         written = write_histograms(queries, Path(png), f"{dataset}: {result['all']['queries']:,} queries")

@@ -50,3 +50,17 @@ def test_stark_query_sets_have_the_papers_entropy(name: str, entropy: float, tmp
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     if name == "amazon":  # "about 22% of the answers have more than 30 entities" (§2.5)
         assert round(stats["all"]["share_with_more_than_30_answers"], 2) == 0.22
+
+
+def test_stats_of_a_query_set_directory(tmp_path: Path) -> None:
+    from harness.queries import write_stark_csv
+
+    root = tmp_path / "qa" / "mine"
+    write_stark_csv(root / "stark_qa" / "stark_qa.csv", [Query(0, "a b c", (1,)), Query(1, "a b", (2, 3))])
+    (root / "split").mkdir()
+    (root / "split" / "test.index").write_text("0\n1\n")
+    result = CliRunner().invoke(cli, ["stats", "--queries", str(root), "--format", "json"], catch_exceptions=False)
+    stats = json.loads(result.stdout)
+    assert stats["dataset"] == "mine" and stats["all"]["words"] == 5 and stats["all"]["type_token_ratio"] == 3 / 5
+    refused = CliRunner().invoke(cli, ["stats"])
+    assert refused.exit_code != 0 and "DATASET or --queries" in refused.output
