@@ -153,9 +153,9 @@ class Scripted(LLM):
         if "short properties" in text:
             answer = "1. free software\n2. command line\n"
         elif text.startswith("Write one search request"):
-            answer = "Request: packages for the command line"
+            answer = "Request: " + text.split("asking for: ")[1].split(" It must")[0]
         elif text.startswith("Rewrite this search request"):
-            answer = '"I work in a terminal all day: which free command line packages fit?"'
+            answer = f'"I work in a terminal all day. {text.split(chr(10) * 2)[1]}"'
         else:  # a verifier: yes when the document mentions "command"
             answer = "Yes." if "command" in text.split("Does this")[0].lower() else "No"
         return Completion(answer, 50, 8, 0.0)
@@ -186,6 +186,8 @@ def test_synthesize_writes_an_official_query_set_that_runs(tmp_path: Path, skb: 
     assert len(everything) == len(provenance) >= 1
     for query, record in zip(sorted(everything, key=lambda q: q.id), provenance, strict=True):
         assert query.text.startswith("I work in a terminal") and record["textual"]["properties"]
+        assert record["fuse"]["used"] == "rephrased"
+        assert all(a["name"] in query.text for a in record["relational"]["anchors"].values())
         gold = record["relational"]["gold"]
         assert gold in query.answer_ids and record["filter"]["verifiers"] == ["scripted:m"]
         for node in query.answer_ids:  # answers = gold + the candidates every verifier accepted
@@ -204,3 +206,23 @@ def test_synthesize_writes_an_official_query_set_that_runs(tmp_path: Path, skb: 
     rankings = retriever.search(everything, 10)
     hits, n_relevant = hit_matrix([r.ids for r in rankings], [q.answer_ids for q in everything])
     assert hits.shape == (len(everything), 10) and (n_relevant >= 1).all()
+
+
+def test_fuse_falls_back_when_the_llm_drops_the_entities(skb: SKB) -> None:
+    from harness_synthesis.llm_stages import Fuse
+
+    class Forgetful(LLM):
+        name = "forgetful"
+
+        def complete(self, prompt, max_tokens=256, temperature=0.0):  # type: ignore[no-untyped-def]
+            return Completion("I'm here to help with your Debian package requests.", 10, 9, 0.0)
+
+    drafts = RelationalRequirement(templates="debian", n=2).run(skb, [], seed=3)
+    for d in drafts:
+        d.provenance["textual"] = {"properties": ["free software"]}
+    stage = Fuse(llm="forgetful:m")
+    stage._llm = Forgetful("m")
+    fused = stage.run(skb, drafts, seed=3)
+    for before, after in zip(drafts, fused, strict=True):
+        assert after.provenance["fuse"]["used"] == "template"
+        assert after.text == f"{before.text} It should have: free software."

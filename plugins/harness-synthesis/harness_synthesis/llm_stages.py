@@ -46,6 +46,10 @@ def _clean_query(answer: str) -> str:
     return re.sub(r"^(?:request|query|question)\s*:\s*", "", text, flags=re.IGNORECASE)
 
 
+def _mentions(text: str, names: Sequence[str]) -> bool:
+    return bool(text) and all(name.lower() in text.lower() for name in names)
+
+
 class _LLMStage(SynthesisStage):
     def __init__(self, llm: str, llm_params: dict[str, Any] | None = None, role: str = "user", **params: Any) -> None:
         if ":" not in llm:
@@ -118,10 +122,13 @@ class TextualProperties(_LLMStage):
 
 
 class Fuse(_LLMStage):
-    """Stage 3. Parameters: llm, llm_params, role; ``rephrase_llm`` (default: the same LLM)."""
+    """Stage 3. Parameters: llm, llm_params, role; ``rephrase_llm`` (default: the same LLM).
+
+    Provenance records both LLM answers and which text became the query ("rephrased", or
+    "fused"/"template" when the LLM dropped a slot entity's name)."""
 
     name = "fuse"
-    version = "1"
+    version = "2"
 
     def __init__(
         self, llm: str, llm_params: dict[str, Any] | None = None, role: str = "user", rephrase_llm: str | None = None
@@ -154,8 +161,15 @@ class Fuse(_LLMStage):
                 ],
                 max_tokens=100,
             )
-            text = _clean_query(rephrased.text) or first
-            provenance = {**draft.provenance, self.name: {"fused": first, "rephrased": text}}
+            # The request must still name every slot entity, or the relational requirement is
+            # lost (small models drift): fall back to the fused text, then to the template.
+            names = [a["name"] for a in draft.provenance.get("relational", {}).get("anchors", {}).values()]
+            text, used = _clean_query(rephrased.text), "rephrased"
+            if not _mentions(text, names):
+                text, used = first, "fused"
+            if not _mentions(text, names):
+                text, used = f"{draft.text} It should have: {'; '.join(properties)}.", "template"
+            provenance = {**draft.provenance, self.name: {"fused": first, "rephrased": rephrased.text, "used": used}}
             out.append(Draft(draft.id, text, list(draft.answer_ids), provenance))
         return out
 
