@@ -226,3 +226,18 @@ def test_fuse_falls_back_when_the_llm_drops_the_entities(skb: SKB) -> None:
     for before, after in zip(drafts, fused, strict=True):
         assert after.provenance["fuse"]["used"] == "template"
         assert after.text == f"{before.text} It should have: free software."
+
+
+def test_the_shipped_smollm2_set_loads_and_matches_its_provenance(skb: SKB) -> None:
+    root = Path(__file__).parent.parent / "plugins/harness-synthesis/examples/debian-smollm2/qa/debian"
+    queries = load_stark_layout(root)
+    everything = {q.id: q for name in queries.split_names for q in queries.split(name)}
+    provenance = {row["id"]: row for row in map(json.loads, (root / "provenance.jsonl").read_text().splitlines())}
+    assert set(everything) == set(provenance) and len(everything) >= 20
+    for qid, query in everything.items():
+        record = provenance[qid]
+        assert query.text == record["query"] and record["relational"]["gold"] in query.answer_ids
+        assert set(query.answer_ids) <= {int(n) for n in record["filter"]["verdicts"]}
+        assert all(skb.node_type(n) == "package" for n in query.answer_ids)
+    summary = json.loads((root / "synthesis.json").read_text())
+    assert summary["queries"] == len(everything) and summary["config"]["llm"] == "openai:smollm2"
