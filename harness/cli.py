@@ -494,6 +494,40 @@ def stats(
         stdout.print(f"histograms: {result['png']}")
 
 
+@cli.command()
+@click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--metric", "-m", default="mrr", show_default=True)
+@click.option("--resamples", type=int, default=10_000, show_default=True, help="randomization and bootstrap draws")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def compare(runs: tuple[str, ...], metric: str, resamples: int, seed: int, fmt: str) -> None:
+    """Compare runs (directories with per_query.jsonl) against the first: difference, paired
+    randomization and t-test p-values, bootstrap 95% interval."""
+    from harness.compare import compare_runs
+
+    results = compare_runs(list(runs), metric, resamples, seed)
+    if fmt == "json":
+        _echo_json(results)
+        return
+    table = Table(title=f"{metric} against {Path(runs[0]).name} ({results[0]['queries']} shared queries)")
+    for column in ("run", "mean", "Δ", "95% CI", "p (randomization)", "p (t-test)", ""):
+        table.add_column(column, justify="left" if column == "run" else "right")
+    table.add_row(Path(runs[0]).name, f"{results[0]['mean_a']:.4f}", "", "", "", "", "baseline")
+    for r in results:
+        marker = "**" if r["p_randomization"] < 0.01 else "*" if r["p_randomization"] < 0.05 else ""
+        table.add_row(
+            Path(r["run"]).name,
+            f"{r['mean_b']:.4f}",
+            f"{r['difference']:+.4f}",
+            f"[{r['ci95_low']:+.4f}, {r['ci95_high']:+.4f}]",
+            f"{r['p_randomization']:.4f}",
+            f"{r['p_ttest']:.4f}",
+            marker,
+        )
+    stdout.print(table)
+    stdout.print("* p < 0.05, ** p < 0.01 (paired randomization test)")
+
+
 def main() -> None:
     """Entry point: add plugin commands, then run the CLI."""
     manager = get_plugin_manager()

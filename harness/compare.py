@@ -1,0 +1,109 @@
+"""Paired comparison of runs from their per-query results.
+
+For two runs over the same queries: the difference of means, a paired randomization test
+(sign flips of the per-query differences; exact when 2^n ≤ resamples, n counting the
+queries whose values differ) and a paired t-test,
+and a bootstrap 95% confidence interval of the difference. scipy's ``permutation_test``,
+``ttest_rel`` and ``bootstrap`` do the statistics: the per-query values are already computed by
+the harness, so a toolkit that recomputes metrics from runs and qrels (ranx) would add a second
+metric implementation without adding a test.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.errors import HarnessError
+
+__all__ = ["compare_runs", "load_per_query", "paired_test"]
+
+
+def load_per_query(path: str | Path) -> dict[int, dict[str, float]]:
+    """``per_query.jsonl`` of a run directory (or the file itself): query id → metric values."""
+    path = Path(path)
+    file = path / "per_query.jsonl" if path.is_dir() else path
+    if not file.exists():
+        raise HarnessError(f"compare: no per-query results at {file} (a run directory holds per_query.jsonl)")
+    rows: dict[int, dict[str, float]] = {}
+    for number, line in enumerate(file.read_text().splitlines(), 1):
+        try:
+            row = json.loads(line)
+            rows[int(row["qid"])] = {k: float(v) for k, v in row["metrics"].items()}
+        except (ValueError, KeyError, TypeError) as exc:
+            raise HarnessError(f"compare: {file}:{number} is not a per-query result ({exc})") from None
+    return rows
+
+
+def paired_test(a: np.ndarray, b: np.ndarray, resamples: int = 10_000, seed: int = 0) -> dict[str, float]:
+    """Statistics of ``b − a`` over paired per-query values."""
+    from scipy import stats
+
+    difference = b - a
+    mean = lambda x, axis=-1: np.mean(x, axis=axis)  # noqa: E731 - scipy wants a callable with axis
+    if np.allclose(difference, 0):
+        return {
+            "mean_a": float(a.mean()),
+            "mean_b": float(b.mean()),
+            "difference": 0.0,
+            "p_randomization": 1.0,
+            "p_ttest": 1.0,
+            "ci95_low": 0.0,
+            "ci95_high": 0.0,
+        }
+    # Zero differences are unchanged by a sign flip, so leaving them out changes no p-value and
+    # often makes the test exact (scipy enumerates all 2^n flips when n is small enough).
+    changed = difference[difference != 0]
+    p_randomization = 1.0  # one differing query: both flips are equally extreme
+    if len(changed) > 1:
+        p_randomization = stats.permutation_test(
+            (changed,),
+            mean,
+            permutation_type="samples",
+            n_resamples=resamples,
+            alternative="two-sided",
+            random_state=seed,
+        ).pvalue
+    ttest = stats.ttest_rel(b, a)
+    interval = stats.bootstrap(
+        (difference,), mean, n_resamples=resamples, confidence_level=0.95, method="percentile", random_state=seed
+    ).confidence_interval
+    return {
+        "mean_a": float(a.mean()),
+        "mean_b": float(b.mean()),
+        "difference": float(difference.mean()),
+        "p_randomization": float(p_randomization),
+        "p_ttest": float(ttest.pvalue),
+        "ci95_low": float(interval.low),
+        "ci95_high": float(interval.high),
+    }
+
+
+def compare_runs(runs: list[str | Path], metric: str, resamples: int = 10_000, seed: int = 0) -> list[dict[str, Any]]:
+    """Each run after the first against the first (the baseline), on the queries all share."""
+    if len(runs) < 2:
+        raise HarnessError("compare: give at least two runs")
+    loaded = [load_per_query(r) for r in runs]
+    common = sorted(set.intersection(*(set(rows) for rows in loaded)))
+    if not common:
+        raise HarnessError("compare: the runs share no query ids (different datasets or splits?)")
+    for run, rows in zip(runs, loaded, strict=True):
+        if metric not in rows[common[0]]:
+            raise HarnessError(f"compare: {run} has no {metric!r} (it has {', '.join(sorted(rows[common[0]]))})")
+    base = np.array([loaded[0][q][metric] for q in common])
+    results = []
+    for run, rows in zip(runs[1:], loaded[1:], strict=True):
+        other = np.array([rows[q][metric] for q in common])
+        results.append(
+            {
+                "baseline": str(runs[0]),
+                "run": str(run),
+                "metric": metric,
+                "queries": len(common),
+                **paired_test(base, other, resamples, seed),
+            }
+        )
+    return results
