@@ -115,15 +115,15 @@ class ColBERTRetriever(Retriever):
         )
         directory = cache / "colbert" / "indexes" / f"{skb.name}-{key}"
         ids = skb.candidate_ids
-        documents = [
-            d.replace("\n", " ")  # one passage per line, as colbert-ai's collection format wants
-            for d in context.track(
-                skb.documents(ids, self.params["with_relations"], self.params["compact"]),
-                "colbertv2: documents",
-                len(ids),
-            )
-        ]
         if not (directory / "complete.json").exists():
+            documents = [
+                d.replace("\n", " ")  # one passage per line, as colbert-ai's collection format wants
+                for d in context.track(
+                    skb.documents(ids, self.params["with_relations"], self.params["compact"]),
+                    "colbertv2: documents",
+                    len(ids),
+                )
+            ]
             shutil.rmtree(directory, ignore_errors=True)  # stale or half-written
             with atomic_dir(directory) as tmp, context.task("colbertv2: encode + index (colbert-ai)", None):
                 with self._colbert(tmp) as run_config:
@@ -146,8 +146,14 @@ class ColBERTRetriever(Retriever):
 
             with Run().context(run_config):
                 index = directory / _EXPERIMENT / "indexes" / skb.name
+                # The searcher keeps a collection only to show passage texts, which the harness never
+                # asks for, so a cached index is searched without building the documents again.
                 self._searcher = Searcher(
-                    index=str(index), checkpoint=str(checkpoint), collection=documents, config=self._config(), verbose=0
+                    index=str(index),
+                    checkpoint=str(checkpoint),
+                    collection=[""] * len(ids),
+                    config=self._config(),
+                    verbose=0,
                 )
         self._ids = ids
 
