@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import http.server
+import json
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,6 +42,35 @@ def _isolated(monkeypatch: pytest.MonkeyPatch, session_cache: Path, tmp_path: Pa
 @pytest.fixture
 def plugins() -> PluginManager:
     return get_plugin_manager()
+
+
+class JSONHandler(http.server.BaseHTTPRequestHandler):
+    """Base of the tests' fake API servers: JSON replies, no request log."""
+
+    def send_json(self, status: int, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        try:
+            self.wfile.write(data)
+        except BrokenPipeError:  # the client gave up on a slow answer: that is the point
+            pass
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def serve(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Run ``handler`` on a free port of 127.0.0.1; yields the base URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
 
 
 def tiny_skb() -> SKB:

@@ -5,7 +5,6 @@ malformed responses."""
 from __future__ import annotations
 
 import hashlib
-import http.server
 import json
 import re
 import threading
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import tiny_skb
+from conftest import JSONHandler, serve, tiny_skb
 
 from harness.errors import HarnessError
 from harness.queries import Query
@@ -36,7 +35,7 @@ def bag_of_words(text: str) -> list[float]:
     return (vector / (np.linalg.norm(vector) or 1)).tolist()
 
 
-class FakeProvider(http.server.BaseHTTPRequestHandler):
+class FakeProvider(JSONHandler):
     faults: deque[str]
     log: list[dict]
     lock = threading.Lock()
@@ -55,19 +54,19 @@ class FakeProvider(http.server.BaseHTTPRequestHandler):
                 }
             )
         if fault in ("429", "500", "503"):
-            self._send(int(fault), {"error": {"message": f"injected {fault}", "type": "server_error"}})
+            self.send_json(int(fault), {"error": {"message": f"injected {fault}", "type": "server_error"}})
         elif fault == "slow":
             time.sleep(1.5)
-            self._send(200, self._ok(body))
+            self.send_json(200, self._ok(body))
         elif fault == "malformed":
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.end_headers()
             self.wfile.write(b'{"data": [ {"embedding": [0.1, ')
         elif fault == "400":
-            self._send(400, {"error": {"message": "invalid model", "type": "invalid_request_error"}})
+            self.send_json(400, {"error": {"message": "invalid model", "type": "invalid_request_error"}})
         else:
-            self._send(200, self._ok(body))
+            self.send_json(200, self._ok(body))
 
     def _ok(self, body: dict) -> dict:
         tokens = sum(len(t.split()) for t in body["input"])
@@ -80,31 +79,15 @@ class FakeProvider(http.server.BaseHTTPRequestHandler):
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
 
-    def _send(self, status: int, payload: dict) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        try:
-            self.wfile.write(data)
-        except BrokenPipeError:  # the client gave up on a slow answer: that is the point
-            pass
-
-    def log_message(self, *args: object) -> None:
-        pass
-
 
 @pytest.fixture
 def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[FakeProvider]]:
     handler = type("Provider", (FakeProvider,), {"faults": deque(), "log": []})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    handler.url = f"http://127.0.0.1:{server.server_address[1]}/v1"  # type: ignore[attr-defined]
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    monkeypatch.setenv("VOYAGE_API_KEY", KEY)
-    yield handler
-    server.shutdown()
+    with serve(handler) as base:
+        handler.url = f"{base}/v1"  # type: ignore[attr-defined]
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        monkeypatch.setenv("VOYAGE_API_KEY", KEY)
+        yield handler
 
 
 def _dense(provider: type[FakeProvider], name: str = "openai", **extra: object) -> DenseRetriever:

@@ -8,7 +8,6 @@ faults (429, 500, slow, malformed bodies) to exercise retries and errors.
 
 from __future__ import annotations
 
-import http.server
 import importlib.util
 import json
 import threading
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import JSONHandler, serve
 
 from harness.errors import HarnessError
 from harness.llm import Message, get_llm
@@ -55,7 +55,7 @@ def test_llm_specs_are_checked() -> None:
 
 
 # -- fault-injecting servers speaking the providers' APIs ------------------------------------
-class FakeProvider(http.server.BaseHTTPRequestHandler):
+class FakeProvider(JSONHandler):
     faults: deque[str]
     log: list[dict]
 
@@ -64,7 +64,7 @@ class FakeProvider(http.server.BaseHTTPRequestHandler):
         fault = self.faults.popleft() if self.faults else "ok"
         self.log.append({"path": self.path, "fault": fault, "body": body, "headers": dict(self.headers)})
         if fault in ("429", "500", "529", "400"):
-            self._send(int(fault), {"error": {"message": f"injected {fault}", "type": "error"}, "type": "error"})
+            self.send_json(int(fault), {"error": {"message": f"injected {fault}", "type": "error"}, "type": "error"})
             return
         if fault == "slow":
             time.sleep(1.5)
@@ -95,33 +95,17 @@ class FakeProvider(http.server.BaseHTTPRequestHandler):
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": "0.75"}, "finish_reason": "stop"}],
                 "usage": {"prompt_tokens": 40, "completion_tokens": 2, "total_tokens": 42},
             }
-        self._send(200, payload)
-
-    def _send(self, status: int, payload: dict) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        try:
-            self.wfile.write(data)
-        except BrokenPipeError:
-            pass
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.send_json(200, payload)
 
 
 @pytest.fixture
 def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[FakeProvider]]:
     handler = type("Provider", (FakeProvider,), {"faults": deque(), "log": []})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    handler.url = f"http://127.0.0.1:{server.server_address[1]}"  # type: ignore[attr-defined]
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
-    yield handler
-    server.shutdown()
+    with serve(handler) as base:
+        handler.url = base  # type: ignore[attr-defined]
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+        yield handler
 
 
 def _providers(url: str) -> list[OpenAILLM | AnthropicLLM]:
