@@ -82,10 +82,19 @@ class BM25Retriever(Retriever):
             raise HarnessError(f"bm25: length_norms must be 'lucene' or 'exact', got {length_norms!r}")
         if length_norms == "lucene" and method != "lucene":
             raise HarnessError(f"bm25: length_norms 'lucene' needs method 'lucene'; use 'exact' with {method!r}")
-        self._lucene: LuceneEnglishAnalyzer | None = LuceneEnglishAnalyzer() if analyzer == "lucene" else None
+        self._analyzer: LuceneEnglishAnalyzer | None = None
         self._index: Any = None
         self._stemmer_instance: Any = None
         self._ids: np.ndarray | None = None
+
+    def _lucene(self) -> LuceneEnglishAnalyzer | None:
+        """The Lucene-style analyzer, built on first use (importing NLTK takes seconds, and the
+        runner constructs retrievers just to read ``uses()``)."""
+        if self.params["analyzer"] != "lucene":
+            return None
+        if self._analyzer is None:
+            self._analyzer = LuceneEnglishAnalyzer()
+        return self._analyzer
 
     def _stemmer(self) -> Any:
         """One stemmer per retriever (PyStemmer keeps a cache of stems; search reuses it)."""
@@ -102,8 +111,9 @@ class BM25Retriever(Retriever):
             raise HarnessError(f"bm25: unknown stemmer language {self.params['stemmer']!r}") from None
 
     def _tokenize(self, texts: list[str], show_progress: bool = False) -> Any:
-        if self._lucene is not None:
-            return self._lucene.analyze_all(texts)
+        lucene = self._lucene()
+        if lucene is not None:
+            return lucene.analyze_all(texts)
         import bm25s
 
         return bm25s.tokenize(
@@ -133,13 +143,14 @@ class BM25Retriever(Retriever):
                     return
             except (OSError, ValueError, KeyError, json.JSONDecodeError):
                 pass  # a corrupt cache is rebuilt below, never trusted
+        lucene = self._lucene()
         with context.task("bm25: read + analyze documents", len(ids)) as task:
             corpus = []
             for document in skb.documents(ids, with_relations=self.params["with_relations"]):
-                corpus.append(self._lucene(document) if self._lucene is not None else document)
+                corpus.append(lucene(document) if lucene is not None else document)
                 task.advance()
         with context.task("bm25: index", None):
-            tokens = corpus if self._lucene is not None else self._tokenize(corpus)
+            tokens = corpus if lucene is not None else self._tokenize(corpus)
             del corpus
             index = bm25s.BM25(method=self.params["method"], k1=self.params["k1"], b=self.params["b"])
             index.index(tokens, show_progress=False)
