@@ -399,21 +399,6 @@ def evaluate_cmd(run_file: str, qrels: str, metrics: str, per_query: bool, fmt: 
         stdout.print(f"{summary['queries_missing_from_run']} qrels queries are missing from the run (scored 0)")
 
 
-def _dataset(name: str, data_dir: str | None, registry_path: str | None) -> Any:
-    """The dataset plugin instance for a registry (or plugin) name, with ``data_dir`` if given."""
-    from harness.registry import load_registry
-    from harness.runner import resolve_dataset
-
-    components = get_plugin_manager().components
-    entry = resolve_dataset(load_registry(registry_path), components, name)
-    cls = components.get("dataset", entry.plugin)
-    params = {**entry.params, **({"data_dir": data_dir} if data_dir else {})}
-    try:
-        return cls(**params)
-    except TypeError as exc:
-        raise HarnessError(f"dataset {name!r}: bad parameters {params}: {exc}") from exc
-
-
 @cli.command()
 @click.argument("dataset")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
@@ -421,7 +406,9 @@ def _dataset(name: str, data_dir: str | None, registry_path: str | None) -> Any:
 @_registry_option
 def describe(dataset: str, fmt: str, data_dir: str | None, registry_path: str | None) -> None:
     """Counts for a dataset: nodes and edges by type, candidates, queries per split."""
-    info = _dataset(dataset, data_dir, registry_path).describe()
+    from harness.runner import load_dataset
+
+    info = load_dataset(dataset, data_dir, registry_path).describe()
     if fmt == "json":
         _echo_json(info)
         return
@@ -458,6 +445,7 @@ def stats(
     Of a dataset's queries (DATASET), or of any query set in STaRK's layout (--queries DIR,
     e.g. one written by `harness synthesize`)."""
     from harness.queries import load_stark_layout
+    from harness.runner import load_dataset
     from harness.stats import query_set_statistics, write_histograms
 
     if (dataset is None) == (queries_dir is None):
@@ -467,7 +455,7 @@ def stats(
         dataset = queries.name
     else:
         assert dataset is not None
-        queries = _dataset(dataset, data_dir, registry_path).load_queries()
+        queries = load_dataset(dataset, data_dir, registry_path).load_queries()
     result = {"dataset": dataset, **query_set_statistics(queries)}
     if png:
         written = write_histograms(queries, Path(png), f"{dataset}: {result['all']['queries']:,} queries")

@@ -165,6 +165,19 @@ def _with_params(entry: DatasetEntry, params: dict[str, Any] | None) -> DatasetE
     return entry.model_copy(update={"params": {**entry.params, **params}})
 
 
+def load_dataset(name: str, data_dir: str | None = None, registry_path: str | None = None) -> Dataset:
+    """The dataset plugin instance for a registry (or plugin) name, with ``data_dir`` if given:
+    what commands use to reach a dataset's SKB and queries outside a run."""
+    from harness.plugins import get_plugin_manager
+    from harness.registry import load_registry
+
+    components = get_plugin_manager().components
+    entry = _with_params(
+        resolve_dataset(load_registry(registry_path), components, name), {"data_dir": data_dir} if data_dir else None
+    )
+    return _construct(components.get("dataset", entry.plugin), entry.params, f"dataset {name!r}")
+
+
 def resolve_device(device: str) -> str:
     """``auto`` → ``cuda`` when torch sees a GPU, else ``cpu``."""
     if device not in ("auto", "cpu", "cuda"):

@@ -136,7 +136,8 @@ def register_commands(cli: Any) -> None:
         data_dir: str | None,
     ) -> None:
         """Synthesize a query set from an SKB with STaRK's four stages (resumable)."""
-        from harness.cli import _dataset, stdout
+        from harness.cli import stdout
+        from harness.runner import load_dataset
         from harness_synthesis.llm_stages import Filter, Fuse, TextualProperties
         from harness_synthesis.pipeline import ROLES, run_pipeline, write_query_set
 
@@ -145,7 +146,10 @@ def register_commands(cli: Any) -> None:
             key, sep, value = item.partition("=")
             if not sep:
                 raise HarnessError(f"--llm-param {item!r}: write KEY=VALUE")
-            params[key] = json.loads(value) if value[:1] in "0123456789[{" or value in ("true", "false") else value
+            try:  # numbers, true/false, lists and objects as JSON; anything else is a string
+                params[key] = json.loads(value)
+            except ValueError:
+                params[key] = value
         templates = templates or dataset.removeprefix("stark-")
         role = role or ROLES.get(templates, "user")
         common = {"llm": llm, "llm_params": params, "role": role}
@@ -155,7 +159,7 @@ def register_commands(cli: Any) -> None:
             Fuse(**common),
             Filter(**common, verifiers=list(verifiers), max_candidates=max_candidates),
         ]
-        skb = _dataset(dataset, data_dir, None).load_skb()
+        skb = load_dataset(dataset, data_dir).load_skb()
         drafts = run_pipeline(skb, stages, seed, Path(out) / "work", progress=lambda m: stdout.print(m))
         config = {
             "templates": templates,
