@@ -22,6 +22,7 @@ from pathlib import Path
 import bm25s
 import Stemmer
 
+from harness.errors import HarnessError
 from harness.plugins import get_plugin_manager
 from harness.registry import RetrieverEntry, load_registry
 from harness.runner import Runner, resolve
@@ -48,7 +49,7 @@ def raw_lucene(split: str, tmp: Path) -> float | None:
         start_jvm()
         from pyserini.index.lucene import LuceneIndexer
         from pyserini.search.lucene import LuceneSearcher
-    except ImportError:  # Pyserini is optional here
+    except (ImportError, HarnessError):  # Pyserini (or the plugin) is optional here
         return None
     started = time.perf_counter()
     dataset = DebianDataset()
