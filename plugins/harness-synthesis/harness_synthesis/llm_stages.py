@@ -194,19 +194,15 @@ class Filter(_LLMStage):
             llm, llm_params, role, verifiers=list(verifiers), doc_chars=doc_chars, max_candidates=max_candidates
         )
 
-    def _judge(self, llm: LLM, skb: SKB, node: int, properties: list[str]) -> bool | None:
-        kind = skb.node_type(node)
-        answer = llm.complete(
-            [
-                Message(
-                    "user",
-                    f"{skb.document(node)[: self.params['doc_chars']]}\n\nDoes this {kind} have all of these "
-                    f"properties: {'; '.join(properties)}? Answer yes or no.",
-                )
-            ],
-            max_tokens=4,
-        )
-        return parse_yes_no(answer.text)
+    def _question(self, skb: SKB, node: int, properties: list[str]) -> list[Message]:
+        """One question per candidate, asked of every verifier."""
+        return [
+            Message(
+                "user",
+                f"{skb.document(node)[: self.params['doc_chars']]}\n\nDoes this {skb.node_type(node)} have all of "
+                f"these properties: {'; '.join(properties)}? Answer yes or no.",
+            )
+        ]
 
     def run(self, skb: SKB, drafts: Sequence[Draft], seed: int) -> list[Draft]:
         judges = [self.llm(), *(self.llm(spec) for spec in self.params["verifiers"])]
@@ -216,7 +212,8 @@ class Filter(_LLMStage):
                 continue
             gold, properties = self.gold(draft), draft.provenance.get("textual", {}).get("properties", [])
             verdicts: dict[int, list[bool | None]] = {
-                node: [self._judge(judge, skb, node, properties) for judge in judges] for node in draft.answer_ids
+                node: [parse_yes_no(judge.complete(question, max_tokens=4).text) for judge in judges]
+                for node, question in ((n, self._question(skb, n, properties)) for n in draft.answer_ids)
             }
             answers = sorted({gold, *(n for n, votes in verdicts.items() if all(v is True for v in votes))})
             provenance = {
