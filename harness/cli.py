@@ -313,7 +313,7 @@ def plugins(hook: str | None) -> None:
 
 @cli.group()
 def leaderboard() -> None:
-    """Show the leaderboard and its row schema."""
+    """Show, validate, merge and publish the leaderboard."""
 
 
 @leaderboard.command()
@@ -351,6 +351,97 @@ def schema() -> None:
     from harness.leaderboard import json_schema
 
     _echo_json(json_schema())
+
+
+@leaderboard.command(name="validate")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--data-dir", type=click.Path(file_okay=False), help="local copy of the rows' dataset files")
+@click.option(
+    "--schema",
+    "schema_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="JSON Schema to check rows against (default: the published one)",
+)
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def validate_cmd(paths: tuple[str, ...], data_dir: str | None, schema_file: str | None, fmt: str) -> None:
+    """Check rows and their per-query results: submission archives, run directories or a
+    leaderboard directory. Metrics are recomputed from the TREC runs against the dataset
+    installed here. Exit status 1 when any row fails."""
+    import tempfile
+
+    from harness.submission import collect, validate
+
+    schema = json.loads(Path(schema_file).read_text(encoding="utf-8")) if schema_file else None
+    with tempfile.TemporaryDirectory() as work:
+        entries = [e for i, path in enumerate(paths) for e in collect(path, Path(work) / str(i))]
+        results = validate(entries, data_dir, schema)
+    if fmt == "json":
+        _echo_json([r.as_dict() for r in results])
+    else:
+        for r in results:
+            what = f"{r.row.dataset.name}/{r.row.split} {r.row.retriever.name}" if r.row else ""
+            if r.ok:
+                stdout.print(f"[green]OK[/green]   {r.source} {what} ({', '.join(r.checks)})", highlight=False)
+            else:
+                stdout.print(f"[red]FAIL[/red] {r.source} {what}", highlight=False)
+                for problem in r.problems:
+                    stdout.print(f"     - {problem}", highlight=False, markup=False)
+        failed = sum(not r.ok for r in results)
+        stdout.print(f"{len(results) - failed} of {len(results)} rows valid")
+    if not results or not all(r.ok for r in results):
+        sys.exit(1)
+
+
+@leaderboard.command(name="merge")
+@click.argument("submissions", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--into", default="leaderboard", show_default=True, type=click.Path(file_okay=False))
+@click.option("--supersede", is_flag=True, help="replace a row of the same name with a different configuration")
+@click.option("--data-dir", type=click.Path(file_okay=False), help="local copy of the rows' dataset files")
+def merge_cmd(submissions: tuple[str, ...], into: str, supersede: bool, data_dir: str | None) -> None:
+    """Validate submissions and add their rows to the leaderboard, all or nothing.
+
+    The same configuration again replaces its row; another configuration under an existing
+    name is refused (unless --supersede). Each merge adds an entry to CHANGELOG.md."""
+    from harness.submission import merge
+
+    actions = merge(list(submissions), into, data_dir, supersede)
+    for action in actions:
+        stdout.print(action.describe().replace("**", "").replace("`", ""), highlight=False, markup=False)
+    stdout.print(f"merged {len(actions)} rows into {into} (see {Path(into) / 'CHANGELOG.md'})")
+
+
+@leaderboard.command(name="publish")
+@click.option("--from", "source", default="leaderboard", show_default=True, type=click.Path(file_okay=False))
+@click.option("--out", default="site", show_default=True, type=click.Path(file_okay=False))
+@click.option("--metrics", "-m", help="metric columns, comma-separated (default: every metric in the rows)")
+def publish_cmd(source: str, out: str, metrics: str | None) -> None:
+    """Render the leaderboard: Markdown tables per dataset/split and a static HTML site
+    (one page per dataset, sortable tables, metric-vs-latency plots) that opens from file://."""
+    from harness.publish import publish
+
+    metric_list = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else None
+    written = publish(source, out, metric_list)
+    stdout.print(f"wrote {len(written)} files to {out}: open {Path(out) / 'index.html'}")
+
+
+@cli.command()
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--out", "-o", default="submission.tar.gz", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--data-dir", type=click.Path(file_okay=False), help="local copy of the dataset's files")
+@click.option("--no-validate", is_flag=True, help="bundle without checking the runs first")
+def submit(run_dirs: tuple[str, ...], out: str, data_dir: str | None, no_validate: bool) -> None:
+    """Bundle runs (their rows, per-query results, TREC runs) and this environment into one
+    archive for `harness leaderboard validate` and `merge`. RUN_DIRS are run directories
+    written by `harness run`, or a directory holding them."""
+    from harness.submission import bundle
+
+    manifest = bundle(list(run_dirs), out, check=not no_validate, data_dir=data_dir)
+    stdout.print(
+        f"wrote {out}: {len(manifest['runs'])} runs, {len(manifest['files'])} files, "
+        f"harness {manifest['harness']}, Python {manifest['environment']['python']}"
+    )
+    for run in manifest["runs"]:
+        stdout.print(f"  {run}", highlight=False)
 
 
 @cli.command(name="evaluate")

@@ -55,6 +55,40 @@ def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
         raise
 
 
+def replace_dir(staged: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+    """Put the directory ``staged`` in the place of ``target`` in one step.
+
+    On Linux both are swapped atomically (``renameat2`` with ``RENAME_EXCHANGE``), so a reader
+    sees the whole old directory or the whole new one; elsewhere the old one is moved aside
+    first. The old contents are deleted afterwards. ``staged`` must be on the same file system.
+    """
+    staged, target = Path(staged), Path(target)
+    if not target.exists():
+        os.replace(staged, target)
+        return
+    if not _exchange(staged, target):
+        aside = target.with_name(f".{target.name}.old")
+        _rmtree(aside)
+        os.replace(target, aside)
+        os.replace(staged, target)
+        staged = aside
+    _rmtree(staged)  # now holds the old contents
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically with Linux's renameat2; False where that is not available."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    result = renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
+    return result == 0
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

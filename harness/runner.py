@@ -4,8 +4,10 @@ A run lives in its own directory, named by the hash of its configuration::
 
     results.jsonl    one line per query as it completes (the resume log)
     build.json       index build time
+    config.json      the configuration its name hashes
     per_query.jsonl  per-query metrics, written at the end
     run.trec         the rankings as a TREC run file
+    row.json         the leaderboard row
 
 Re-running the same configuration resumes: queries already in ``results.jsonl`` are not
 searched again, and a line cut short by an interruption is discarded.
@@ -178,6 +180,16 @@ def load_dataset(name: str, data_dir: str | None = None, registry_path: str | No
     return _construct(components.get("dataset", entry.plugin), entry.params, f"dataset {name!r}")
 
 
+def dataset_from_row(info: ComponentInfo, data_dir: str | None = None) -> Dataset:
+    """The dataset a leaderboard row was evaluated on, rebuilt from its plugin and parameters
+    (``data_dir`` overrides where the files are)."""
+    from harness.plugins import get_plugin_manager
+
+    params = {**info.params, **({"data_dir": data_dir} if data_dir else {})}
+    cls = get_plugin_manager().components.get("dataset", info.plugin)
+    return _construct(cls, params, f"dataset {info.name!r}")
+
+
 def resolve_device(device: str) -> str:
     """``auto`` → ``cuda`` when torch sees a GPU, else ``cpu``."""
     if device not in ("auto", "cpu", "cuda"):
@@ -331,7 +343,7 @@ class Runner:
         hits, n_relevant = hit_matrix(
             [np.asarray(r["ids"], dtype=np.int64) for r in ordered],
             [q.answer_ids for q in queries],
-            _candidate_mask(skb),
+            candidate_mask(skb),
         )
         per_query = evaluate(metric_objs, hits, n_relevant)
         self._write_outputs(run_dir, spec, queries, ordered, per_query)
@@ -366,6 +378,9 @@ class Runner:
             timestamp=datetime.now(UTC),
             run_dir=os.path.relpath(run_dir) if not run_dir.is_absolute() else str(run_dir),
         )
+        # The run directory is self-contained (row, configuration, per-query results, TREC run):
+        # what `harness submit` bundles and `harness leaderboard validate` recomputes.
+        write_json(run_dir / "row.json", row.model_dump(mode="json"))
         path = write_row(self.leaderboard_dir, row) if self.leaderboard_dir is not None else None
         checks = []
         if spec.condition is not None:
@@ -494,7 +509,8 @@ def _construct(cls: type[Any], params: dict[str, Any], what: str) -> Any:
         raise HarnessError(f"{what}: bad parameters {params}: {exc}") from exc
 
 
-def _candidate_mask(skb: SKB) -> np.ndarray:
+def candidate_mask(skb: SKB) -> np.ndarray:
+    """Boolean array over node ids: True for the nodes a retriever may return."""
     mask = np.zeros(skb.num_nodes, dtype=bool)
     mask[skb.candidate_ids] = True
     return mask
