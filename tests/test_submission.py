@@ -1,0 +1,310 @@
+"""Submissions end to end: real BM25 runs bundled, validated (metrics recomputed from the TREC
+runs), merged into a leaderboard; tampered, malformed and duplicate submissions refused with a
+reason and the leaderboard left byte for byte as it was."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import shutil
+import tarfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import cli
+from harness.errors import HarnessError
+from harness.io import stable_hash
+from harness.leaderboard import read_rows
+from harness.plugins import PluginManager
+from harness.registry import parse_registry
+from harness.runner import Runner, resolve
+from harness.submission import bundle, collect, merge, validate
+from tests.conftest import REPO
+
+REGISTRY = """
+defaults: {dataset: tiny, retriever: bm25, split: test, k: 3}
+datasets:
+  tiny: {plugin: tiny, splits: [test]}
+retrievers:
+  bm25: {plugin: bm25, params: {k1: %s}}
+  bm25-strong: {plugin: bm25, params: {k1: 2.0, b: 1.0}}
+"""
+
+
+def _run(plugins: PluginManager, out: Path, retriever: str = "bm25", k1: float = 0.9) -> Path:
+    registry = parse_registry(REGISTRY % k1, "test-registry.yaml")
+    spec = resolve(registry, plugins.components, retriever, metrics=["hit@1", "recall@3", "mrr"])
+    return Runner(plugins, output_dir=out, leaderboard_dir=None, device="cpu").run(spec).run_dir
+
+
+@pytest.fixture
+def runs(tiny_plugins: PluginManager, tmp_path: Path) -> dict[str, Path]:
+    return {
+        "bm25": _run(tiny_plugins, tmp_path / "runs"),
+        "bm25-strong": _run(tiny_plugins, tmp_path / "runs", "bm25-strong"),
+        "bm25-k1.5": _run(tiny_plugins, tmp_path / "other-runs", k1=1.5),
+    }
+
+
+def _snapshot(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def _validate(path: Path, tmp_path: Path) -> list:
+    return validate(collect(path, tmp_path / "unpacked"))
+
+
+def test_committed_leaderboard_validates_from_its_own_files(tmp_path: Path) -> None:
+    """Every published row is recomputed from the TREC run the leaderboard keeps for it."""
+    results = _validate(REPO / "leaderboard", tmp_path)
+    files = list((REPO / "leaderboard" / "rows").rglob("*.json"))
+    assert len(results) == len(files) > 0
+    assert [r.problems for r in results if not r.ok] == []
+    for result in results:
+        assert result.checks[-1].startswith("metrics recomputed from")
+        assert not Path(result.row.run_dir).is_absolute()
+    # the sampled LLM rows are checked against the seeded sample
+    assert any(r.row.sample for r in results)
+
+
+def test_submit_validate_merge_round_trip(runs: dict[str, Path], tmp_path: Path) -> None:
+    archive = tmp_path / "submission.tar.gz"
+    manifest = bundle([runs["bm25"], runs["bm25-strong"]], archive)
+    assert len(manifest["runs"]) == 2 and manifest["environment"]["packages"]["stark-harness"]
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert "manifest.json" in names and any(n.endswith("/run.trec") for n in names)
+    assert all(r.ok for r in _validate(archive, tmp_path))
+
+    board = tmp_path / "leaderboard"
+    actions = merge([archive], board)
+    assert sorted(a.kind for a in actions) == ["added", "added"]
+    rows = read_rows(board)
+    assert {r.retriever.name for r in rows} == {"bm25", "bm25-strong"}
+    for row in rows:  # the leaderboard keeps the per-query results, compressed
+        run_dir = board / row.run_dir
+        assert (run_dir / "per_query.jsonl").is_file() and (run_dir / "run.trec.gz").is_file()
+    assert json.loads((board / "schema.json").read_text()) == json.loads(
+        CliRunner().invoke(cli, ["leaderboard", "schema"]).output
+    )
+    assert all(r.ok for r in _validate(board, tmp_path / "again"))
+
+    again = merge([archive], board)  # the same configurations: replaced, reported, never doubled
+    assert [a.kind for a in again] == ["replaced", "replaced"]
+    assert "metrics unchanged" in again[0].describe()
+    assert len(read_rows(board)) == 2
+    changelog = (board / "CHANGELOG.md").read_text()
+    assert changelog.count("\n## ") == 2
+    assert changelog.index("2 replaced") < changelog.index("2 added")  # newest first
+    assert "submission.tar.gz" in changelog and "**bm25-strong**" in changelog
+
+
+def _edit_json(path: Path, change: Callable[[dict], None]) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def _edit_lines(path: Path, change: Callable[[list[dict]], None]) -> None:
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    change(records)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def _inflate_row(run: Path) -> None:
+    _edit_json(run / "row.json", lambda row: row["metrics"].update(mrr=row["metrics"]["mrr"] + 0.01))
+
+
+def _lie_everywhere(run: Path) -> None:
+    """Per-query values and the row changed together: only the rankings give it away."""
+    records = [json.loads(line) for line in (run / "per_query.jsonl").read_text().splitlines()]
+    lowest = min(records, key=lambda r: r["metrics"]["mrr"])
+    lowest["metrics"]["mrr"] = lowest["metrics"]["mrr"] + 0.5
+    (run / "per_query.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    mean = sum(r["metrics"]["mrr"] for r in records) / len(records)
+    _edit_json(run / "row.json", lambda row: row["metrics"].update(mrr=mean))
+
+
+def _swap_ranks(run: Path) -> None:
+    lines = (run / "run.trec").read_text().splitlines()
+    first, second = lines[0].split(), lines[1].split()
+    first[2], second[2] = second[2], first[2]
+    (run / "run.trec").write_text("\n".join([" ".join(first), " ".join(second), *lines[2:]]) + "\n")
+
+
+def _change_params(run: Path) -> None:
+    _edit_json(run / "config.json", lambda c: c["retriever"]["params"].update(k1=5.0))
+
+
+def _rehashed_unknown_dataset(run: Path) -> None:
+    """A self-consistent row for a dataset this machine does not have."""
+    config = json.loads((run / "config.json").read_text())
+    config["dataset"]["plugin"] = "no-such-dataset"
+    (run / "config.json").write_text(json.dumps(config))
+    _edit_json(
+        run / "row.json",
+        lambda row: row.update(
+            config_hash=stable_hash(config), dataset={**row["dataset"], "plugin": "no-such-dataset"}
+        ),
+    )
+
+
+def _edited_answers(run: Path) -> None:
+    """The queries' answers edited in the submission's config: the hash no longer matches."""
+    _edit_json(run / "config.json", lambda c: c.update(queries="0" * 16))
+    config = json.loads((run / "config.json").read_text())
+    _edit_json(run / "row.json", lambda row: row.update(config_hash=stable_hash(config)))
+
+
+TAMPERING = {
+    "row metric inflated": (_inflate_row, "per-query values average"),
+    "per-query and row lie together": (_lie_everywhere, "does not match the rankings"),
+    "rankings edited": (_swap_ranks, "does not match the rankings"),
+    "config edited": (_change_params, "does not hash to the row's config_hash"),
+    "evaluated queries differ": (_edited_answers, "queries evaluated differ"),
+    "dataset not available": (_rehashed_unknown_dataset, "is not available"),
+    "per-query file missing": (lambda run: (run / "per_query.jsonl").unlink(), "per-query results missing"),
+    "row not JSON": (lambda run: (run / "row.json").write_text("{"), "not readable JSON"),
+    "schema violated": (
+        lambda run: _edit_json(run / "row.json", lambda row: row["metrics"].update(mrr="high")),
+        "schema: metrics.mrr",
+    ),
+    "unknown field": (lambda run: _edit_json(run / "row.json", lambda row: row.update(extra=1)), "schema: row"),
+    "query count": (
+        lambda run: _edit_json(run / "row.json", lambda row: row.update(num_queries=3)),
+        "per_query.jsonl has 4 queries",
+    ),
+    "malformed per-query line": (
+        lambda run: (run / "per_query.jsonl").write_text('{"qid": "one"}\n'),
+        "per_query.jsonl:1: malformed",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(TAMPERING))
+def test_tampered_runs_are_refused_and_the_leaderboard_is_unchanged(
+    name: str, runs: dict[str, Path], tmp_path: Path
+) -> None:
+    board = tmp_path / "leaderboard"
+    merge([runs["bm25-strong"]], board)
+    before = _snapshot(board)
+    tamper, reason = TAMPERING[name]
+    copy = tmp_path / "submitted" / runs["bm25"].name
+    shutil.copytree(runs["bm25"], copy)
+    tamper(copy)
+    results = _validate(copy, tmp_path)
+    assert not results[0].ok
+    assert reason in "; ".join(results[0].problems)
+    with pytest.raises(HarnessError, match="merge refused") as caught:
+        merge([copy, runs["bm25-strong"]], board)  # one bad run refuses the whole merge
+    assert reason in str(caught.value) and "unchanged" in str(caught.value)
+    assert _snapshot(board) == before
+    with pytest.raises(HarnessError, match="do not validate"):
+        bundle([copy], tmp_path / "out.tar.gz")
+    assert not (tmp_path / "out.tar.gz").exists()
+
+
+def _archive_with(path: Path, members: dict[str, bytes]) -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_tampered_or_unsafe_archives_are_refused(runs: dict[str, Path], tmp_path: Path) -> None:
+    archive = tmp_path / "good.tar.gz"
+    bundle([runs["bm25"]], archive)
+    with tarfile.open(archive) as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
+    board = tmp_path / "leaderboard"
+    board.mkdir()
+    cases = {
+        "edited": ({**{k: v + b" " if k.endswith("per_query.jsonl") else v for k, v in members.items()}}, "checksum"),
+        "extra file": ({**members, "runs/evil.sh": b"rm -rf /"}, "not listed in the manifest"),
+        "no manifest": ({k: v for k, v in members.items() if k != "manifest.json"}, "no valid manifest.json"),
+        "escaping path": ({**members, "../escape.txt": b"x"}, "not a readable submission archive"),
+    }
+    for label, (content, reason) in cases.items():
+        bad = _archive_with(tmp_path / f"{label}.tar.gz", content)
+        with pytest.raises(HarnessError, match=reason):
+            merge([bad], board)
+        assert list(board.iterdir()) == [], label
+    assert not (tmp_path / "escape.txt").exists()
+    garbage = tmp_path / "garbage.tar.gz"
+    garbage.write_bytes(gzip.compress(b"not a tar file"))
+    with pytest.raises(HarnessError, match="not a readable submission archive"):
+        merge([garbage], board)
+
+
+def test_conflicting_duplicate_is_refused_unless_superseded(runs: dict[str, Path], tmp_path: Path) -> None:
+    board = tmp_path / "leaderboard"
+    merge([runs["bm25"]], board)
+    before = _snapshot(board)
+    with pytest.raises(HarnessError, match="conflicting duplicates") as caught:
+        merge([runs["bm25-k1.5"]], board)
+    assert "retriever.params" in str(caught.value) and "--supersede" in str(caught.value)
+    assert _snapshot(board) == before
+    old_run = board / read_rows(board)[0].run_dir
+
+    actions = merge([runs["bm25-k1.5"]], board, supersede=True)
+    assert [a.kind for a in actions] == ["superseded"]
+    rows = read_rows(board)
+    assert len(rows) == 1 and rows[0].retriever.params["k1"] == 1.5
+    assert not old_run.exists()  # the replaced row's per-query results go with it
+
+    # within one submission: the same run twice, or two configurations under one name
+    results = validate(collect(runs["bm25"], tmp_path / "a") + collect(runs["bm25"], tmp_path / "b"))
+    assert results[0].ok and "duplicate" in results[1].problems[0]
+    results = validate(collect(runs["bm25"], tmp_path / "c") + collect(runs["bm25-k1.5"], tmp_path / "d"))
+    assert "conflict" in results[1].problems[0]
+    with pytest.raises(HarnessError, match="conflict"):
+        merge([runs["bm25"], runs["bm25-k1.5"]], tmp_path / "fresh")
+    assert not (tmp_path / "fresh").exists()
+
+
+def test_a_merge_that_fails_midway_leaves_nothing_behind(
+    runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import harness.submission
+
+    board = tmp_path / "leaderboard"
+    merge([runs["bm25"]], board)
+    before = _snapshot(board)
+
+    def crash(*args: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(harness.submission, "_write_changelog", crash)
+    with pytest.raises(OSError, match="disk full"):
+        merge([runs["bm25-strong"]], board)
+    assert _snapshot(board) == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".leaderboard")] == []
+
+
+def test_cli_submit_validate_merge(runs: dict[str, Path], tmp_path: Path) -> None:
+    cli_runner = CliRunner()
+    archive = tmp_path / "sub.tar.gz"
+    result = cli_runner.invoke(cli, ["submit", str(runs["bm25"]), str(runs["bm25-strong"]), "-o", str(archive)])
+    assert result.exit_code == 0, result.output
+    assert "2 runs" in result.output
+    result = cli_runner.invoke(cli, ["leaderboard", "validate", str(archive), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert [r["ok"] for r in json.loads(result.output)] == [True, True]
+    result = cli_runner.invoke(cli, ["leaderboard", "merge", str(archive), "--into", str(tmp_path / "lb")])
+    assert result.exit_code == 0, result.output
+    assert "added tiny/test bm25 " in result.output
+
+    _inflate_row(runs["bm25"])
+    result = cli_runner.invoke(cli, ["leaderboard", "validate", str(runs["bm25"])])
+    assert result.exit_code == 1
+    assert "FAIL" in result.output and "per-query values average" in result.output
+    result = cli_runner.invoke(cli, ["submit", str(runs["bm25"]), "-o", str(tmp_path / "x.tar.gz")])
+    assert result.exit_code == 2 and "do not validate" in result.output
+    result = cli_runner.invoke(cli, ["leaderboard", "validate", str(tmp_path)])
+    assert result.exit_code == 2 and "not a submission archive" in result.output
