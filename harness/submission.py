@@ -84,6 +84,11 @@ def collect(path: str | Path, workdir: Path) -> list[RunEntry]:
     """The runs in ``path``: a submission archive (unpacked into ``workdir``), a run
     directory, a directory of run directories, or a leaderboard directory."""
     path = Path(path)
+    if path.is_file() and path.suffix == ".json":
+        raise HarnessError(
+            f"{path}: a row alone cannot be checked; give its run directory (row.json beside per_query.jsonl "
+            "and run.trec), a submission archive or the leaderboard directory"
+        )
     if path.is_file():
         return _open_archive(path, workdir)
     if not path.is_dir():
@@ -496,7 +501,7 @@ def bundle(
             "files": {name: sha256(path) for name, path in sorted(members.items())},
         }
         payload = json.dumps(manifest, indent=2).encode("utf-8")
-        with atomic_write(out, "wb") as handle, tarfile.open(fileobj=handle, mode="w:gz") as archive:
+        with atomic_write(out, "wb") as handle, tarfile.open(fileobj=handle, mode="w:gz", compresslevel=6) as archive:
             _add_bytes(archive, MANIFEST, payload)
             for name, path in sorted(members.items()):
                 _add_bytes(archive, name, path.read_bytes())

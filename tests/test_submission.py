@@ -308,3 +308,5 @@ def test_cli_submit_validate_merge(runs: dict[str, Path], tmp_path: Path) -> Non
     assert result.exit_code == 2 and "do not validate" in result.output
     result = cli_runner.invoke(cli, ["leaderboard", "validate", str(tmp_path)])
     assert result.exit_code == 2 and "not a submission archive" in result.output
+    result = cli_runner.invoke(cli, ["leaderboard", "validate", str(runs["bm25"] / "row.json")])
+    assert result.exit_code == 2 and "a row alone cannot be checked" in result.output
