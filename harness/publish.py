@@ -176,7 +176,7 @@ def markdown_section(dataset: str, split: str, rows: list[LeaderboardRow], metri
 
 # -- HTML --------------------------------------------------------------------------------------
 def _asset(name: str) -> str:
-    return resources.files("harness").joinpath("site", name).read_text(encoding="utf-8")
+    return resources.files("harness").joinpath("web", name).read_text(encoding="utf-8")
 
 
 def _page(title: str, nav: str, body: str, data: list[dict[str, Any]]) -> str:
