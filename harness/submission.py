@@ -17,6 +17,8 @@ gold answers of the dataset as installed here (its fingerprint must match the ro
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import gzip
 import hashlib
 import json
@@ -24,7 +26,7 @@ import platform
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
@@ -565,8 +567,9 @@ def merge(
     new leaderboard is built beside the old one and swapped in at once, with a changelog entry.
     """
     into = Path(into)
-    existing = read_rows(into) if (into / "rows").is_dir() else []
-    with tempfile.TemporaryDirectory() as work:
+    into.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(into.with_name(f".{into.name}.lock")), tempfile.TemporaryDirectory() as work:
+        existing = read_rows(into) if (into / "rows").is_dir() else []
         entries = [e for i, path in enumerate(paths) for e in collect(path, Path(work) / str(i))]
         if not entries:
             raise HarnessError("merge: the submissions hold no runs")
@@ -579,7 +582,6 @@ def merge(
             )
         actions = _plan(results, existing, supersede)
         directories = {r.source: e.directory for r, e in zip(results, entries, strict=True)}
-        into.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=into.parent, prefix=f".{into.name}.", suffix=".merge"))
         try:
             if into.exists():
@@ -596,6 +598,18 @@ def merge(
             shutil.rmtree(staging, ignore_errors=True)
             raise
     return actions
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """One merge at a time per leaderboard: a second waits rather than swapping in a copy that
+    lacks the first one's rows."""
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _plan(results: Sequence[Validation], existing: Sequence[LeaderboardRow], supersede: bool) -> list[MergeAction]:

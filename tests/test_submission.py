@@ -284,7 +284,7 @@ def test_a_merge_that_fails_midway_leaves_nothing_behind(
     with pytest.raises(OSError, match="disk full"):
         merge([runs["bm25-strong"]], board)
     assert _snapshot(board) == before
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".leaderboard")] == []
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".merge")] == []  # no staging copy left
 
 
 def test_cli_submit_validate_merge(runs: dict[str, Path], tmp_path: Path) -> None:
