@@ -345,3 +345,25 @@ def test_debian_run_submitted_merged_published_and_compared(tmp_path: Path) -> N
     assert result[0]["difference"] == pytest.approx(rows["bm25-relations"].metrics["mrr"] - rows["bm25"].metrics["mrr"])
     invoke("leaderboard", "publish", "--from", "board", "--out", "site")
     assert "bm25-relations" in (tmp_path / "site" / "markdown" / "debian-test.md").read_text()
+
+
+def test_concurrent_merges_keep_both(runs: dict[str, Path], tmp_path: Path) -> None:
+    import threading
+
+    board = tmp_path / "leaderboard"
+    errors: list[BaseException] = []
+
+    def merge_one(run: Path) -> None:
+        try:
+            merge([run], board)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=merge_one, args=(runs[name],)) for name in ("bm25", "bm25-strong")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert {r.retriever.name for r in read_rows(board)} == {"bm25", "bm25-strong"}
+    assert (board / "CHANGELOG.md").read_text().count("\n## ") == 2
