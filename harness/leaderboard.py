@@ -90,6 +90,15 @@ def row_path(directory: Path, row: LeaderboardRow) -> Path:
     return directory / "rows" / row.dataset.name / row.split / f"{safe}-{row.config_hash}.json"
 
 
+def run_dir_of(directory: Path, run_dir: str | None) -> Path | None:
+    """Where a row's per-query results are: ``run_dir`` inside the leaderboard (merged rows),
+    else as written (relative to the working directory, as `harness run` records it)."""
+    if not run_dir:
+        return None
+    inside = directory / run_dir
+    return inside if inside.is_dir() else Path(run_dir)
+
+
 def write_row(directory: str | Path, row: LeaderboardRow) -> Path:
     """Write ``row`` (replacing any row with the same configuration hash) and refresh
     the merged view. Both writes are atomic."""

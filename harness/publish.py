@@ -25,9 +25,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from harness.errors import HarnessError
 from harness.io import atomic_write, replace_dir
-from harness.leaderboard import LeaderboardRow, read_rows
+from harness.leaderboard import LeaderboardRow, read_rows, run_dir_of
 
 TEXT_COLUMNS = {"retriever", "regime", "LLM", "date", "harness"}
 MARKER = ".harness-site"  # marks a directory publish may replace
@@ -58,10 +60,14 @@ def publish(source: str | Path, out: str | Path, metrics: list[str] | None = Non
     try:
         files: dict[str, str] = {MARKER: "written by `harness leaderboard publish`; replaced on the next publish\n"}
         sections = []
+        versus: dict[str, float | str] = {}
         for dataset in datasets:
-            files[f"{page_name(dataset)}"] = dataset_page(dataset, by_dataset[dataset], datasets, metrics)
+            for _, split_rows in _splits(by_dataset[dataset]):
+                versus.update(versus_best(split_rows, metric_columns(split_rows, metrics), Path(source)))
+        for dataset in datasets:
+            files[f"{page_name(dataset)}"] = dataset_page(dataset, by_dataset[dataset], datasets, metrics, versus)
             for split, split_rows in _splits(by_dataset[dataset]):
-                table = markdown_section(dataset, split, split_rows, metrics)
+                table = markdown_section(dataset, split, split_rows, metrics, versus)
                 files[f"markdown/{_slug(dataset)}-{_slug(split)}.md"] = table
                 sections.append(table)
         files["LEADERBOARD.md"] = "# Leaderboard\n\n" + "\n".join(sections)
@@ -115,6 +121,46 @@ def _record(row: LeaderboardRow) -> dict[str, Any]:
     }
 
 
+def versus_best(rows: list[LeaderboardRow], metrics: list[str], root: Path) -> dict[str, float | str]:
+    """For one dataset/split: each row's paired randomization p-value against the best row on
+    the first metric (queries both evaluated), by config hash; ``"best"`` for the best row.
+    Rows whose per-query results are not at hand are left out."""
+    if not metrics:
+        return {}
+    from harness.compare import load_per_query, paired_test
+
+    ranked = _ranked(rows, metrics)
+    best = next((r for r in ranked if not r.sample), ranked[0])
+    found = {}
+    for row in rows:
+        directory = run_dir_of(root, row.run_dir)
+        if directory is not None and (directory / "per_query.jsonl").is_file():
+            found[row.config_hash] = load_per_query(directory)
+    if best.config_hash not in found:
+        return {}
+    result: dict[str, float | str] = {best.config_hash: "best"}
+    reference = found[best.config_hash]
+    for row in rows:
+        values = found.get(row.config_hash)
+        if row is best or values is None:
+            continue
+        shared = sorted(set(values) & set(reference))
+        if len(shared) < 2 or any(metrics[0] not in values[q] or metrics[0] not in reference[q] for q in shared):
+            continue
+        a = np.array([reference[q][metrics[0]] for q in shared])
+        b = np.array([values[q][metrics[0]] for q in shared])
+        result[row.config_hash] = paired_test(a, b, resamples=10_000, seed=0)["p_randomization"]
+    return result
+
+
+def _versus_text(value: float | str | None) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, str):
+        return value
+    return f"{value:.3f}" + ("*" if value < 0.05 else "")
+
+
 def display_name(row: LeaderboardRow) -> str:
     return row.retriever.name + (f" > {row.first_stage.name}" if row.first_stage else "")
 
@@ -146,9 +192,17 @@ def page_name(dataset: str) -> str:
 
 
 # -- Markdown ----------------------------------------------------------------------------------
-def markdown_section(dataset: str, split: str, rows: list[LeaderboardRow], metrics: list[str] | None) -> str:
+def markdown_section(
+    dataset: str,
+    split: str,
+    rows: list[LeaderboardRow],
+    metrics: list[str] | None,
+    versus: dict[str, float | str] | None = None,
+) -> str:
     columns = metric_columns(rows, metrics)
-    header = ["retriever", "queries", *columns, "p50 ms", "p95 ms", "regime", "LLM", "cost", "date", "harness"]
+    versus = versus or {}
+    header = ["retriever", "queries", *columns, "p vs best", "p50 ms", "p95 ms", "regime", "LLM", "cost", "date"]
+    header.append("harness")
     lines = [
         f"## {dataset} — {split}",
         "",
@@ -162,6 +216,7 @@ def markdown_section(dataset: str, split: str, rows: list[LeaderboardRow], metri
             display_name(row).replace("|", "\\|") + (f" {marks}" if marks else ""),
             queries,
             *(f"{100 * row.metrics[m]:.2f}" if m in row.metrics else "–" for m in columns),
+            _versus_text(versus.get(row.config_hash)),
             f"{row.latency.p50_ms:.2f}",
             f"{row.latency.p95_ms:.2f}",
             row.regime,
@@ -171,10 +226,19 @@ def markdown_section(dataset: str, split: str, rows: list[LeaderboardRow], metri
             row.versions.harness,
         ]
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + f"\n\n{FOOTNOTE}\n"
+    return "\n".join(lines) + f"\n\n{FOOTNOTE} {_versus_note(columns)}\n"
 
 
 # -- HTML --------------------------------------------------------------------------------------
+def _versus_note(columns: list[str]) -> str:
+    if not columns:
+        return ""
+    return (
+        f"p vs best: paired randomization test of each row's per-query {columns[0]} against the best "
+        "full-split row's, on the queries both evaluated (* p < 0.05)."
+    )
+
+
 def _asset(name: str) -> str:
     return resources.files("harness").joinpath("web", name).read_text(encoding="utf-8")
 
@@ -216,16 +280,22 @@ def _nav(datasets: list[str], current: str | None) -> str:
     return "".join(links)
 
 
-def dataset_page(dataset: str, rows: list[LeaderboardRow], datasets: list[str], metrics: list[str] | None) -> str:
+def dataset_page(
+    dataset: str,
+    rows: list[LeaderboardRow],
+    datasets: list[str],
+    metrics: list[str] | None,
+    versus: dict[str, float | str] | None = None,
+) -> str:
     sections = []
     for split, split_rows in _splits(rows):
         columns = metric_columns(split_rows, metrics)
-        sections.append(_split_section(split, split_rows, columns))
+        sections.append(_split_section(split, split_rows, columns, versus or {}))
     body = "\n".join(sections)
     return _page(f"{dataset} leaderboard", _nav(datasets, dataset), body, [_record(r) for r in rows])
 
 
-def _split_section(split: str, rows: list[LeaderboardRow], columns: list[str]) -> str:
+def _split_section(split: str, rows: list[LeaderboardRow], columns: list[str], versus: dict[str, float | str]) -> str:
     esc = html.escape
     options = "".join(
         f'<option value="{esc(m)}"{" selected" if i == len(columns) - 1 else ""}>{esc(m)}</option>'
@@ -233,6 +303,7 @@ def _split_section(split: str, rows: list[LeaderboardRow], columns: list[str]) -
     )
     head_cells = [("retriever", "text"), ("queries", "number")]
     head_cells += [(m, "number") for m in columns]
+    head_cells += [("p vs best", "number")]
     head_cells += [("p50 ms", "number"), ("p95 ms", "number"), ("regime", "text"), ("LLM", "text")]
     head_cells += [("cost (USD)", "number"), ("date", "text"), ("harness", "text")]
     head = "".join(
@@ -259,6 +330,9 @@ def _split_section(split: str, rows: list[LeaderboardRow], columns: list[str]) -
                 cells.append(f'<td data-value="{row.metrics[m]!r}">{100 * row.metrics[m]:.2f}</td>')
             else:
                 cells.append('<td data-value="">–</td>')
+        against = versus.get(row.config_hash)
+        sort_value = "" if against is None else ("0" if isinstance(against, str) else repr(against))
+        cells.append(f'<td data-value="{sort_value}">{esc(_versus_text(against))}</td>')
         cells += [
             f'<td data-value="{row.latency.p50_ms!r}">{row.latency.p50_ms:.2f}</td>',
             f'<td data-value="{row.latency.p95_ms!r}">{row.latency.p95_ms:.2f}</td>',
@@ -273,7 +347,8 @@ def _split_section(split: str, rows: list[LeaderboardRow], columns: list[str]) -
     note = f"{queries} queries; " if queries else ""
     return f"""<section id="split-{esc(_slug(split))}">
 <h2>{esc(split)}</h2>
-<p class="note">{note}{len(rows)} rows, best first by {esc(columns[0]) if columns else "name"}.</p>
+<p class="note">{note}{len(rows)} rows, best first by {esc(columns[0]) if columns else "name"}.
+{esc(_versus_note(columns))}</p>
 <figure class="plot" data-split="{esc(split)}">
 <label>metric <select aria-label="metric to plot">{options}</select></label>
 <svg width="760" height="340" role="img" aria-label="metric against latency, {esc(split)}"></svg>

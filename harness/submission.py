@@ -38,7 +38,7 @@ from pydantic import ValidationError
 
 from harness.errors import HarnessError
 from harness.io import atomic_write, replace_dir, stable_hash, write_json
-from harness.leaderboard import LeaderboardRow, json_schema, read_rows, row_path, write_merged
+from harness.leaderboard import LeaderboardRow, json_schema, read_rows, row_path, run_dir_of, write_merged
 
 MANIFEST = "manifest.json"
 ARCHIVE_FORMAT = 1
@@ -133,9 +133,7 @@ def _leaderboard_entries(root: Path) -> list[RunEntry]:
             entries.append(RunEntry(source, None, error=f"not readable JSON: {exc}"))
             continue
         run_dir = data.get("run_dir") if isinstance(data, dict) else None
-        directory = None
-        if isinstance(run_dir, str):
-            directory = root / run_dir if (root / run_dir).is_dir() else Path(run_dir)
+        directory = run_dir_of(root, run_dir if isinstance(run_dir, str) else None)
         entries.append(RunEntry(source, directory, data))
     return entries
 

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import cli
+from harness.compare import compare_runs
 from harness.errors import HarnessError
 from harness.leaderboard import read_rows
 from harness.publish import display_name, publish
@@ -42,6 +43,13 @@ def test_markdown_tables_per_dataset_and_split(tmp_path: Path) -> None:
     llm_line = next(line for line in lines if "smollm2" in line)
     assert "†‡" in llm_line and "(10%)" in llm_line and "openai:smollm2" in llm_line and "$0.00" in llm_line
     assert "† evaluated on a seeded random sample" in table
+    # each row's p-value against the best row is what `harness compare` says for the pair
+    column = 2 + len(METRICS) + 1
+    assert lines[0].split("|")[column].strip() == "best"
+    bm25 = next(r for r in test_rows if r.retriever.name == "bm25")
+    expected = compare_runs([LEADERBOARD / best.run_dir, LEADERBOARD / bm25.run_dir], "hit@1")[0]["p_randomization"]
+    bm25_line = next(line for line in lines if line.startswith("| bm25 |"))
+    assert bm25_line.split("|")[column].strip() == f"{expected:.3f}" + ("*" if expected < 0.05 else "")
     assert (tmp_path / "site" / "LEADERBOARD.md").read_text().count("## debian — ") == 2
 
 
@@ -100,7 +108,7 @@ def test_site_in_headless_chromium(tmp_path: Path) -> None:
                 "--no-first-run",
             ],
         )
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
         errors: list[str] = []
         requests: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
