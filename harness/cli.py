@@ -207,6 +207,7 @@ def run(
                     "checks": [
                         {"metric": c.metric, "expected": c.expected, "actual": c.actual, "ok": c.ok} for c in o.checks
                     ],
+                    "notes": o.notes,
                 }
                 for o in outcomes
             ]
@@ -236,6 +237,8 @@ def _print_outcome(outcome: Any) -> None:
     stdout.print(
         f"run files: {outcome.run_dir}" + (f"\nleaderboard row: {outcome.row_path}" if outcome.row_path else "")
     )
+    for note in outcome.notes:
+        stdout.print(f"note: {note}", highlight=False)
     for check in outcome.checks:
         actual = "missing" if check.actual is None else f"{check.actual:.4f}"
         diff = "" if check.actual is None else f" ({check.actual - check.expected:+.4f})"
@@ -453,7 +456,9 @@ def submit(run_dirs: tuple[str, ...], out: str, data_dir: str | None, no_validat
 def evaluate_cmd(run_file: str, qrels: str, metrics: str, per_query: bool, fmt: str) -> None:
     """Score a TREC run against TREC qrels with the harness's metric definitions.
 
-    Every query in the qrels is evaluated; a query missing from the run scores 0.
+    The run is read as trec_eval reads it (by score, ties by document id descending); metrics
+    that share a name with a trec_eval measure have its definition. Every query in the qrels
+    is evaluated and a query missing from the run scores 0 (trec_eval -c).
     """
     from harness.metrics import evaluate, hit_matrix, means, parse_metrics
     from harness.trec import read_qrels, read_run

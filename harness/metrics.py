@@ -1,21 +1,49 @@
-"""Ranking metrics, vectorized, with the definitions of STaRK's official evaluator.
+"""Ranking metrics, vectorized, computed from the rankings alone.
 
-STaRK's ``stark_qa/evaluator.py`` scores every candidate with torchmetrics' retrieval
-functions. This module computes the same numbers from the returned rankings alone:
+Names follow trec_eval: a metric that shares its name with a trec_eval measure has trec_eval's
+definition, and the suite checks every run file against pytrec_eval and ir_measures:
+
+===============  ==================  ========================================================
+harness          trec_eval           definition (binary relevance, R = number of answers)
+===============  ==================  ========================================================
+``hit@k``        ``success_k``       1 if an answer is in the top k
+``recall@k``     ``recall_k``        |top-k ∩ answers| / R
+``precision@k``  ``P_k``             |top-k ∩ answers| / k
+``mrr``          ``recip_rank``      1 / rank of the first answer
+``map@k``        ``map_cut_k``       sum of the precision at each answer's rank in the top k, / R
+``ndcg@k``       ``ndcg_cut_k``      DCG@k / ideal DCG over min(R, k) positions, log2 discounts
+``rprecision``   ``Rprec``           precision at rank R
+``stark_map@k``  —                   STaRK's ``map@k`` (torchmetrics): the same sum / the number
+                                     of answers *found* in the top k (not R)
+===============  ==================  ========================================================
+
+``map``, ``ndcg`` and ``mrr`` without a cut-off use the whole returned ranking.
+
+STaRK's official evaluator (``stark_qa/evaluator.py``) computes the same numbers with
+torchmetrics, with these rules, which the harness shares:
 
 * Answer ids outside the SKB's candidate set are dropped; duplicate answers count once.
   Returned ids outside the candidate set are dropped too (the official evaluator never
   sees them), and a repeated id keeps its first position.
-* ``recall@k`` = |top-k ∩ answers| / |answers|; ``precision@k`` = |top-k ∩ answers| / k;
-  ``hit@k`` = 1 if any answer is in the top k; ``mrr`` = 1 / rank of the first answer;
-  ``map@k`` = mean, over the answers found in the top k, of the precision at their rank
-  (torchmetrics divides by the answers *found*, not by |answers|); ``ndcg@k`` with binary
-  gains and ideal DCG over min(|answers|, k) positions; ``rprecision`` = precision at
-  R = |answers|. Queries with no candidate answer score 0 on every metric.
-* One documented difference: the official evaluator ranks *all* candidates, giving
-  those a retriever did not return the lowest score. An answer outside the returned list
-  still earns a little MRR/MAP/R-precision there; here it counts as not retrieved. With
-  rankings at least as long as every cut-off, ``@k`` metrics are identical.
+* Queries with no candidate answer score 0 on every metric and count in the mean (trec_eval
+  leaves such queries out: they are not in the qrels).
+
+Deliberate differences from the official evaluator, each checked by the differential tests:
+
+* **Ranking.** The official evaluator ranks *every* candidate, giving those a retriever did
+  not return a score below the lowest returned one. The harness scores the returned ranking:
+  an answer that was not returned is not retrieved. ``@k`` metrics with k no deeper than the
+  ranking are identical; ``mrr``, ``stark_map`` and ``rprecision`` can be a little lower here
+  (the official evaluator still finds an unreturned answer somewhere below), ``stark_map``
+  a little higher (an answer found deep down lowers the official mean).
+* **Ties.** A ranking's order is the retriever's order; equal scores keep it. The official
+  evaluator orders ties by ``torch`` sorting (unspecified) and averages nDCG gains over tied
+  scores. Run files are written with strictly decreasing scores, so trec_eval reads the same
+  order.
+* **Scores ≤ 0.** Every returned entry counts, whatever its score. torchmetrics ≥ 1.7.4
+  (stark-qa 1.1.0 pins no version) treats answers scored ≤ 0 as not found in recall,
+  precision, MRR and MAP, but not in hit rate, nDCG or R-precision; with earlier versions,
+  and whenever every returned score is positive, the definitions agree.
 
 A metric receives a boolean matrix ``hits`` (queries × ranks: is the id at that rank an
 answer?) and the number of answers per query, and returns one value per query.
@@ -33,7 +61,7 @@ import numpy as np
 from harness.errors import HarnessError
 
 #: Bump when a definition changes; leaderboard rows record it.
-METRICS_VERSION = "1"
+METRICS_VERSION = "2"  # 2: map@k is trec_eval's (÷ R); STaRK's is stark_map@k
 
 
 class Metric(ABC):
@@ -46,6 +74,10 @@ class Metric(ABC):
     family: ClassVar[str]
     takes_k: ClassVar[bool] = True
     requires_k: ClassVar[bool] = True
+    #: The trec_eval measures with the same definition, if any: without a cut-off ("map")
+    #: and with one ("map_cut" → ``map_cut_100``).
+    trec_eval: ClassVar[str | None] = None
+    trec_eval_cut: ClassVar[str | None] = None
 
     def __init__(self, k: int | None = None) -> None:
         if k is not None and k <= 0:
@@ -59,6 +91,13 @@ class Metric(ABC):
     @property
     def name(self) -> str:
         return self.family if self.k is None else f"{self.family}@{self.k}"
+
+    @property
+    def trec_eval_measure(self) -> str | None:
+        """trec_eval's name for this metric ("P_5", "recip_rank"), or None if it has none."""
+        if self.k is None:
+            return self.trec_eval
+        return f"{self.trec_eval_cut}_{self.k}" if self.trec_eval_cut else None
 
     def top(self, hits: np.ndarray) -> np.ndarray:
         """The first ``k`` ranks of ``hits`` (all of them without a cut-off)."""
@@ -82,6 +121,7 @@ def _no_answers_to_zero(values: np.ndarray, n_relevant: np.ndarray) -> np.ndarra
 
 class HitRate(Metric):
     family = "hit"
+    trec_eval_cut = "success"
 
     def per_query(self, hits: np.ndarray, n_relevant: np.ndarray) -> np.ndarray:
         return self.top(hits).any(axis=1).astype(np.float64)
@@ -89,6 +129,7 @@ class HitRate(Metric):
 
 class Recall(Metric):
     family = "recall"
+    trec_eval_cut = "recall"
 
     def per_query(self, hits: np.ndarray, n_relevant: np.ndarray) -> np.ndarray:
         return _safe_div(self.top(hits).sum(axis=1), n_relevant)
@@ -96,6 +137,7 @@ class Recall(Metric):
 
 class Precision(Metric):
     family = "precision"
+    trec_eval_cut = "P"
 
     def per_query(self, hits: np.ndarray, n_relevant: np.ndarray) -> np.ndarray:
         assert self.k is not None
@@ -106,28 +148,54 @@ class Precision(Metric):
 class ReciprocalRank(Metric):
     family = "mrr"
     requires_k = False
+    trec_eval = "recip_rank"
 
     def per_query(self, hits: np.ndarray, n_relevant: np.ndarray) -> np.ndarray:
         top = self.top(hits)
+        if top.shape[1] == 0:  # every ranking empty: nothing found
+            return np.zeros(len(top), dtype=np.float64)
         found = top.any(axis=1)
         first = top.argmax(axis=1)
         return np.where(found, 1.0 / (first + 1.0), 0.0)
 
 
+def _precision_at_hits(top: np.ndarray) -> np.ndarray:
+    """Sum, per query, of the precision at the rank of every answer in ``top``."""
+    top = top.astype(np.float64)
+    ranks = np.arange(1, top.shape[1] + 1, dtype=np.float64)
+    return (np.cumsum(top, axis=1) / ranks * top).sum(axis=1)
+
+
 class AveragePrecision(Metric):
+    """trec_eval's ``map`` / ``map_cut_k``: divided by the number of answers."""
+
     family = "map"
+    requires_k = False
+    trec_eval = "map"
+    trec_eval_cut = "map_cut"
+
+    def per_query(self, hits: np.ndarray, n_relevant: np.ndarray) -> np.ndarray:
+        return _safe_div(_precision_at_hits(self.top(hits)), n_relevant)
+
+
+class StarkAveragePrecision(Metric):
+    """STaRK's ``map@k`` (torchmetrics' ``retrieval_average_precision``): divided by the
+    number of answers found in the top k, so a query with one answer found at rank 1 and nine
+    never found scores 1.0."""
+
+    family = "stark_map"
     requires_k = False
 
     def per_query(self, hits: np.ndarray, n_relevant: np.ndarray) -> np.ndarray:
-        top = self.top(hits).astype(np.float64)
-        ranks = np.arange(1, top.shape[1] + 1, dtype=np.float64)
-        precision_at_hit = np.cumsum(top, axis=1) / ranks * top
-        return _safe_div(precision_at_hit.sum(axis=1), top.sum(axis=1))
+        top = self.top(hits)
+        return _safe_div(_precision_at_hits(top), top.sum(axis=1))
 
 
 class NDCG(Metric):
     family = "ndcg"
     requires_k = False
+    trec_eval = "ndcg"
+    trec_eval_cut = "ndcg_cut"
 
     def per_query(self, hits: np.ndarray, n_relevant: np.ndarray) -> np.ndarray:
         top = self.top(hits)
@@ -147,6 +215,7 @@ class RPrecision(Metric):
     family = "rprecision"
     takes_k = False
     requires_k = False
+    trec_eval = "Rprec"
 
     def per_query(self, hits: np.ndarray, n_relevant: np.ndarray) -> np.ndarray:
         ranks = np.arange(hits.shape[1])
@@ -160,6 +229,7 @@ BUILTIN_METRICS: tuple[type[Metric], ...] = (
     Precision,
     ReciprocalRank,
     AveragePrecision,
+    StarkAveragePrecision,
     NDCG,
     RPrecision,
 )

@@ -39,7 +39,7 @@ from harness.queries import Query, sample
 from harness.registry import Condition, DatasetEntry, Registry, RetrieverEntry
 from harness.retriever import BuildContext, ProgressFactory, ProgressTask, Ranking, Reranker, Retriever
 from harness.skb import SKB
-from harness.trec import write_run
+from harness.trec import write_qrels, write_run
 
 
 @dataclass
@@ -85,6 +85,8 @@ class RunOutcome:
     row_path: Path | None
     resumed_queries: int
     checks: list[CheckResult] = field(default_factory=list)
+    #: What the runner healed and the user should know (ids dropped from rankings, ...).
+    notes: list[str] = field(default_factory=list)
 
 
 def _resolve_entry(
@@ -135,7 +137,16 @@ def resolve(
     if k <= 0:
         raise HarnessError(f"k must be a positive integer, got {k}")
     metric_names = list(metrics or registry.defaults.metrics or DEFAULT_METRICS)
-    parse_metrics(metric_names, components.by_kind.get("metric", {}))  # fail early on typos
+    parsed = parse_metrics(metric_names, components.by_kind.get("metric", {}))  # fail early on typos
+    deeper = [m.name for m in parsed if m.k is not None and m.k > k]
+    if deeper and metrics is None:
+        # the default set: leave out what a ranking of k cannot measure, rather than report it
+        metric_names = [m.name for m in parsed if m.name not in deeper]
+    elif deeper:
+        raise HarnessError(
+            f"{', '.join(deeper)}: a cut-off deeper than the ranking (k={k}) cannot be measured; "
+            f"run with --k {max(m.k or 0 for m in parsed)} or drop {'it' if len(deeper) == 1 else 'them'}"
+        )
     if sample_fraction is None and condition is not None:
         sample_fraction = condition.sample
     entry = resolve_retriever(registry, components, retriever)
@@ -318,6 +329,7 @@ class Runner:
         build_seconds = json.loads(build_path.read_text())["seconds"] if build_path.exists() else 0.0
         retriever_obj: Retriever | None = None
         usage: dict[str, Any] = {}
+        notes: list[str] = []
         if pending:
             context = BuildContext(cache_dir=self.cache_dir, device=self.device, progress=self.progress)
             context.build_retriever = lambda name: self._build(self._info_for(name), skb, dataset, context)
@@ -328,7 +340,7 @@ class Runner:
             retriever_obj = self._build(retriever_info, skb, dataset, context)
             build_seconds = time.perf_counter() - build_started
             write_json(build_path, {"seconds": build_seconds})
-            self._search(spec, retriever_obj, first_obj, pending, results_path)
+            notes = self._search(spec, retriever_obj, first_obj, pending, results_path, candidate_mask(skb))
             usage = retriever_obj.usage()
             if first_obj is not None:
                 for key, value in first_obj.usage().items():
@@ -340,13 +352,13 @@ class Runner:
             raise HarnessError(f"run {run_dir}: {len(missing)} queries have no results (first: {missing[:5]})")
         ordered = [done[q.id] for q in queries]
         metric_objs = parse_metrics(spec.metrics, self.plugins.components.by_kind["metric"])
+        mask = candidate_mask(skb)
         hits, n_relevant = hit_matrix(
-            [np.asarray(r["ids"], dtype=np.int64) for r in ordered],
-            [q.answer_ids for q in queries],
-            candidate_mask(skb),
+            [np.asarray(r["ids"], dtype=np.int64) for r in ordered], [q.answer_ids for q in queries], mask
         )
         per_query = evaluate(metric_objs, hits, n_relevant)
-        self._write_outputs(run_dir, spec, queries, ordered, per_query)
+        gold = [sorted({int(a) for a in q.answer_ids if mask[a]}) for q in queries]
+        self._write_outputs(run_dir, spec, queries, ordered, per_query, gold)
 
         latencies = np.asarray([r["latency_ms"] for r in ordered], dtype=np.float64)
         regime = (retriever_obj or self.plugins.components.get("retriever", spec.retriever_entry.plugin)).regime
@@ -386,7 +398,7 @@ class Runner:
         if spec.condition is not None:
             for metric, expected in spec.condition.expected.items():
                 checks.append(CheckResult(metric, expected, row.metrics.get(metric), spec.condition.tolerance))
-        return RunOutcome(spec, row, run_dir, path, len(queries) - len(pending), checks)
+        return RunOutcome(spec, row, run_dir, path, len(queries) - len(pending), checks, notes)
 
     def _info_for(self, name: str) -> ComponentInfo:
         entry = resolve_retriever(self.registry, self.plugins.components, name)
@@ -427,9 +439,11 @@ class Runner:
         first_stage: Retriever | None,
         pending: list[Query],
         results_path: Path,
-    ) -> None:
+        is_candidate: np.ndarray,
+    ) -> list[str]:
         batch_size = self.batch_size or (first_stage or retriever).batch_size
         task = self.progress(f"search {spec.retriever}", len(pending))
+        dropped = {"non-candidate": 0, "repeated": 0}
         with results_path.open("a", encoding="utf-8") as log:
             for start in range(0, len(pending), batch_size):
                 batch = pending[start : start + batch_size]
@@ -437,7 +451,12 @@ class Runner:
                 try:
                     if first_stage is not None and isinstance(retriever, Reranker):
                         candidates = first_stage.search(batch, spec.retriever_entry.candidates)
-                        _check_rankings(spec.first_stage or "", batch, candidates)
+                        candidates = [
+                            clean_ranking(spec.first_stage or "", q, r, is_candidate, dropped)
+                            for q, r in zip(
+                                batch, _check_rankings(spec.first_stage or "", batch, candidates), strict=True
+                            )
+                        ]
                         rankings = retriever.rerank(batch, candidates, spec.k)
                     else:
                         rankings = retriever.search(batch, spec.k)
@@ -449,14 +468,15 @@ class Runner:
                         f"{type(exc).__name__}: {exc}. Completed queries are kept in {results_path}; "
                         "run the same command again to resume."
                     ) from exc
-                _check_rankings(spec.retriever, batch, rankings)
+                rankings = _check_rankings(spec.retriever, batch, rankings)
                 per_query_ms = 1000 * (time.perf_counter() - began) / len(batch)
                 for query, ranking in zip(batch, rankings, strict=True):
-                    ranking = ranking.top(spec.k)
+                    ranking = clean_ranking(spec.retriever, query, ranking, is_candidate, dropped).top(spec.k)
                     record = {
                         "qid": query.id,
                         "ids": ranking.ids.tolist(),
-                        "scores": [round(float(s), 6) for s in ranking.scores],
+                        # full precision: rounding would turn distinct scores into ties
+                        "scores": ranking.scores.tolist(),
                         "latency_ms": per_query_ms,
                         "batch_size": len(batch),
                     }
@@ -464,6 +484,11 @@ class Runner:
                 log.flush()
                 os.fsync(log.fileno())
                 task.advance(len(batch))
+        return [
+            f"dropped {count} {what} ids from the rankings (STaRK's evaluator ignores them)"
+            for what, count in dropped.items()
+            if count
+        ]
 
     def _write_outputs(
         self,
@@ -472,6 +497,7 @@ class Runner:
         queries: list[Query],
         ordered: list[dict[str, Any]],
         per_query: dict[str, np.ndarray],
+        qrels: list[list[int]],
     ) -> None:
         with atomic_write(run_dir / "per_query.jsonl") as out:
             for i, query in enumerate(queries):
@@ -482,6 +508,10 @@ class Runner:
         with atomic_write(run_dir / "run.trec") as out:
             for query, result in zip(queries, ordered, strict=True):
                 write_run(out, str(query.id), map(str, result["ids"]), result["scores"], spec.retriever)
+        # The gold answers as trec_eval reads them (candidates only, each once), so that
+        # `trec_eval -c qrels.trec run.trec` can be run on any run directory.
+        with atomic_write(run_dir / "qrels.trec") as out:
+            write_qrels(out, [(str(q.id), map(str, answers)) for q, answers in zip(queries, qrels, strict=True)])
 
 
 def effective_params(cls: type[Any], params: Mapping[str, Any]) -> dict[str, Any]:
@@ -516,12 +546,49 @@ def candidate_mask(skb: SKB) -> np.ndarray:
     return mask
 
 
-def _check_rankings(name: str, batch: Sequence[Query], rankings: Sequence[Ranking]) -> None:
-    if len(rankings) != len(batch):
-        raise HarnessError(f"retriever {name!r} returned {len(rankings)} rankings for {len(batch)} queries")
+def _check_rankings(name: str, batch: Sequence[Query], rankings: Any) -> list[Ranking]:
+    if not isinstance(rankings, Sequence) or len(rankings) != len(batch):
+        count = len(rankings) if isinstance(rankings, Sequence) else type(rankings).__name__
+        raise HarnessError(f"retriever {name!r} returned {count} rankings for {len(batch)} queries")
     for ranking in rankings:
         if not isinstance(ranking, Ranking):
             raise HarnessError(f"retriever {name!r} returned {type(ranking).__name__}, not a Ranking")
+    return list(rankings)
+
+
+def clean_ranking(
+    name: str, query: Query, ranking: Ranking, is_candidate: np.ndarray, dropped: dict[str, int]
+) -> Ranking:
+    """A retriever's ranking as the harness records it, or one clear error.
+
+    The order is the retriever's, so its scores must be finite and never increase (equal
+    scores keep the retriever's order: that is the tie rule everywhere in the harness). Ids
+    must be nodes. Non-candidate ids and repeats are dropped here, counted in ``dropped``,
+    so that the metrics, the per-query file and the TREC run all see the same list.
+    """
+    ids, scores = ranking.ids, ranking.scores
+    where = f"retriever {name!r}, query {query.id}"
+    bad = np.flatnonzero(~np.isfinite(scores))
+    if len(bad):
+        raise HarnessError(f"{where}: score {float(scores[bad[0]])!r} at rank {bad[0] + 1} is not a finite number")
+    rising = np.flatnonzero(np.diff(scores) > 0)
+    if len(rising):
+        i = int(rising[0])
+        raise HarnessError(
+            f"{where}: scores must not increase down a ranking (best first), but rank {i + 1} has "
+            f"{float(scores[i])!r} and rank {i + 2} has {float(scores[i + 1])!r}"
+        )
+    outside = np.flatnonzero((ids < 0) | (ids >= len(is_candidate)))
+    if len(outside):
+        raise HarnessError(f"{where}: id {ids[outside[0]]} is not a node of the SKB (0..{len(is_candidate) - 1})")
+    keep = is_candidate[ids]
+    dropped["non-candidate"] += int((~keep).sum())
+    _, first = np.unique(ids, return_index=True)
+    unique = np.zeros(len(ids), dtype=bool)
+    unique[first] = True
+    dropped["repeated"] += int((keep & ~unique).sum())
+    keep &= unique
+    return ranking if keep.all() else Ranking(ids[keep], scores[keep])
 
 
 def _read_results(path: Path, wanted: set[int]) -> dict[int, dict[str, Any]]:

@@ -404,7 +404,12 @@ def _recompute(
     if stable_hash([[q.id, q.text, list(q.answer_ids)] for q in queries]) != config.get("queries"):
         result.problems.append("the queries evaluated differ from the dataset's (text or answers)")
         return
-    rankings = read_run(run_path, order="rank")
+    try:
+        # by score, as trec_eval reads it, and only if that is the order the ranks say
+        rankings = read_run(run_path, order="checked")
+    except HarnessError as exc:
+        result.problems.append(f"the TREC run cannot be read unambiguously: {exc}")
+        return
     extra = set(rankings) - {str(q) for q in qids}
     if extra:
         result.problems.append(f"the TREC run has queries that were not evaluated: {sorted(extra)[:5]}")

@@ -39,6 +39,38 @@ def _isolated(monkeypatch: pytest.MonkeyPatch, session_cache: Path, tmp_path: Pa
     reset_plugin_manager()
 
 
+#: Run directories whose row the trec_eval references confirmed during this session.
+CHECKED_RUNS: list[Path] = []
+
+
+def _references_installed() -> bool:
+    import importlib.util
+
+    found = all(importlib.util.find_spec(m) is not None for m in ("pytrec_eval", "ir_measures"))
+    return found or os.environ.get("HARNESS_REQUIRE_REFERENCES") == "1"
+
+
+@pytest.fixture(autouse=True)
+def _every_run_agrees_with_trec_eval(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every run the suite makes in-process is scored again by pytrec_eval and ir_measures from
+    its run.trec and qrels.trec; a metric trec_eval defines must come out the same."""
+    if not _references_installed():
+        return
+    from trec_reference import check_run_dir
+
+    from harness.runner import Runner
+
+    original = Runner.run
+
+    def run(self: Runner, spec: object) -> object:
+        outcome = original(self, spec)  # type: ignore[arg-type]
+        check_run_dir(outcome.run_dir)
+        CHECKED_RUNS.append(outcome.run_dir)
+        return outcome
+
+    monkeypatch.setattr(Runner, "run", run)
+
+
 @pytest.fixture
 def plugins() -> PluginManager:
     return get_plugin_manager()
