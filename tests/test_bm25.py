@@ -1,4 +1,5 @@
-"""BM25: same results as bm25s alone, cached index reused, corrupt cache rebuilt."""
+"""BM25: same results as bm25s alone, cached index reused, corrupt cache rebuilt, and the
+``bm25-stark`` entry tokenizing and filling its top k as STaRK's baseline does."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import bm25s
 import numpy as np
 import pytest
 import Stemmer
-from conftest import debian_slice, tiny_skb
+from conftest import REPO, debian_slice, tiny_skb
 
 from harness.queries import Query
+from harness.registry import load_registry
 from harness.retriever import BuildContext
 from harness.skb import SKB
 from harness_bm25 import BM25Retriever
@@ -38,16 +40,16 @@ def test_matches_bm25s_alone_on_the_same_corpus(debian: DebianDataset, slice_skb
     corpus = list(skb.documents())
     raw = bm25s.BM25(method="lucene", k1=0.9, b=0.4)
     raw.index(bm25s.tokenize(corpus, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
-    docs, scores = raw.retrieve(
-        bm25s.tokenize([q.text for q in queries], stopwords="en", stemmer=stemmer, show_progress=False),
-        k=10,
-        show_progress=False,
-    )
-    for ranking, row_docs, row_scores in zip(ours, docs, scores, strict=True):
-        order = np.lexsort((row_docs, -row_scores))  # the plugin puts exact ties in index order
-        row_docs, row_scores = row_docs[order], row_scores[order]
+    tokens = bm25s.tokenize([q.text for q in queries], stopwords="en", stemmer=stemmer, show_progress=False)
+    _, scores = raw.retrieve(tokens, k=10, show_progress=False)
+    for ranking, row_scores, words in zip(
+        ours, scores, bm25s.tokenization.convert_tokenized_to_string_list(tokens), strict=True
+    ):
         np.testing.assert_allclose(ranking.scores, row_scores[: len(ranking.scores)], rtol=1e-6)
-        assert ranking.ids.tolist() == skb.candidate_ids[row_docs[: len(ranking.ids)]].tolist()
+        # The plugin puts ties in index order, also across rank 10 (where bm25s keeps any).
+        every = raw.get_scores(words) if words else np.zeros(len(corpus))
+        expected = np.lexsort((np.arange(len(every)), -every))[:10]
+        assert ranking.ids.tolist() == skb.candidate_ids[expected[every[expected] > 0]].tolist()
         assert (ranking.scores > 0).all()
 
 
@@ -103,6 +105,7 @@ def test_parameters_are_checked() -> None:
         {"length_norms": "approximate"},
         {"method": "bm25+"},  # Lucene norms are for Lucene's formula
         {"k1": -1},
+        {"zero_scores": "fill"},
     ):
         with pytest.raises(HarnessError, match="bm25:"):
             BM25Retriever(**bad)
@@ -124,6 +127,7 @@ def test_second_build_loads_the_cached_index(tmp_path: Path, monkeypatch: pytest
     assert [r.ids.tolist() for r in second.search(query, 5)] == [r.ids.tolist() for r in expected]
     # other parameters get an index of their own
     assert BM25Retriever(k1=1.2).cache_key(skb) != first.cache_key(skb)
+    assert BM25Retriever(zero_scores="keep").cache_key(skb) != first.cache_key(skb)
 
 
 def test_corrupt_cache_is_rebuilt(tmp_path: Path) -> None:
@@ -146,3 +150,54 @@ def test_query_without_known_terms_returns_nothing(debian: DebianDataset, sessio
     retriever = BM25Retriever()
     retriever.build(debian.load_skb(), BuildContext(cache_dir=session_cache))
     assert retriever.search([Query(1, "zzqxjw the of", (0,))], 10)[0].ids.size == 0
+
+
+def _stark_params() -> dict:
+    return dict(load_registry(REPO / "registry.yaml").retrievers["bm25-stark"].params)
+
+
+def test_bm25_stark_tokenizes_as_bm25s_defaults() -> None:
+    """STaRK's baseline calls ``bm25s.tokenize(text)``, whose default removes English stopwords."""
+    text = "What is the role of the Protein in the regulation of it, and is it not such a thing? Ça va."
+    tokens = BM25Retriever(**_stark_params())._tokenize([text])
+    ours = bm25s.tokenization.convert_tokenized_to_string_list(tokens)
+    assert ours == bm25s.tokenize([text], return_ids=False, show_progress=False)
+    assert ours == [["what", "role", "protein", "regulation", "thing", "ça", "va"]]
+
+
+def test_bm25_stark_answers_a_stopword_query_with_zero_scores_in_index_order(tmp_path: Path) -> None:
+    """A query of stopwords only has no terms for bm25s: every document scores 0, and STaRK's
+    baseline still returns its top k (here: the first k candidates)."""
+    skb = tiny_skb()
+    retriever = BM25Retriever(**_stark_params())
+    retriever.build(skb, BuildContext(cache_dir=tmp_path))
+    (ranking,) = retriever.search([Query(1, "Is it that it is in the?", (0,))], 3)
+    assert ranking.ids.tolist() == [0, 1, 2] and ranking.scores.tolist() == [0, 0, 0]
+
+
+@pytest.mark.parametrize("zero_scores", ["drop", "keep"])
+def test_zero_score_fill_follows_the_matches_in_index_order(tmp_path: Path, zero_scores: str) -> None:
+    skb = tiny_skb()
+    retriever = BM25Retriever(analyzer="bm25s", stopwords="en", length_norms="exact", zero_scores=zero_scores)
+    retriever.build(skb, BuildContext(cache_dir=tmp_path))
+    kettle, steel = retriever.search([Query(1, "kettle", (0,)), Query(2, "steel pot", (3,))], 4)
+    assert kettle.ids.tolist()[:2] == [1, 0]  # the shorter document first
+    assert (np.diff(kettle.scores) <= 0).all() and (kettle.scores[:2] > 0).all()
+    assert (steel.scores[:2] > 0).all() and sorted(steel.ids.tolist()[:2]) == [3, 4]
+    if zero_scores == "keep":
+        assert kettle.ids.tolist()[2:] == [2, 3] and kettle.scores.tolist()[2:] == [0, 0]
+        assert steel.ids.tolist()[2:] == [0, 1] and steel.scores.tolist()[2:] == [0, 0]
+    else:
+        assert len(kettle.ids) == len(steel.ids) == 2
+
+
+def test_top_k_breaks_ties_by_index_position() -> None:
+    from harness_bm25 import _top_k
+
+    scores = np.array([1.0, 3.0, 3.0, 0.0, 3.0, 0.0, 2.0], dtype=np.float32)
+    assert _top_k(scores, 2).tolist() == [1, 2]  # a tie across rank k keeps the first ones
+    assert _top_k(scores, 3).tolist() == [1, 2, 4]
+    assert _top_k(scores, 6).tolist() == [1, 2, 4, 6, 0, 3]
+    assert _top_k(scores, 7).tolist() == [1, 2, 4, 6, 0, 3, 5]
+    assert _top_k(scores, 10).tolist() == [1, 2, 4, 6, 0, 3, 5]
+    assert _top_k(np.zeros(5, dtype=np.float32), 3).tolist() == [0, 1, 2]

@@ -2,7 +2,8 @@
 
 By default text is analyzed as Lucene's English analyzer does (see ``analysis``), so the
 scores are Lucene's without a JVM; ``analyzer: bm25s`` uses bm25s's own tokenizer with
-optional stopwords and a Snowball stemmer instead (as STaRK's baseline does).
+optional stopwords and a Snowball stemmer instead (STaRK's baseline uses it with bm25s's
+default English stopwords and no stemmer).
 
 Documents are the SKB's candidate documents (without relations by default, as STaRK's
 BM25 baseline). The index is cached under the harness cache directory, keyed by the SKB
@@ -40,15 +41,23 @@ class BM25Retriever(Retriever):
         method: bm25s scoring variant ("lucene", "robertson", "atire", "bm25l", "bm25+").
         analyzer: "lucene" (Lucene's English analyzer: UAX #29 words, possessives, its 33
             stopwords, Porter) or "bm25s" (bm25s's tokenizer with the two options below).
-        stopwords: with analyzer "bm25s", a bm25s stopword language ("en") or null.
+        stopwords: with analyzer "bm25s", a bm25s stopword language or null (none). "en" and
+            "english" name the same 33 words (Lucene's list), which ``bm25s.tokenize`` removes
+            when not told otherwise; STaRK's baseline relies on that default.
         stemmer: with analyzer "bm25s", a PyStemmer language ("english") or null.
         length_norms: "lucene" scores with document lengths as Lucene stores them (one byte,
             see ``norms``), so rankings match Lucene's; "exact" is bm25s's own scoring.
         with_relations: index documents with their relations linearized.
+        zero_scores: "drop" returns only documents that score above 0 (as Lucene returns only
+            documents matching a query term); "keep" fills the ranking up to k with
+            documents scoring 0, as bm25s's top-k does and STaRK's baseline reports them.
+
+    Every ranking is the top k by (-score, index position): ties, zero-score fill
+    included, are in index order (ascending candidate id), so results are deterministic.
     """
 
     name = "bm25"
-    version = "3"
+    version = "4"  # 4: zero_scores; ties at the k-th rank broken by index position
     batch_size = 16
 
     def __init__(
@@ -61,6 +70,7 @@ class BM25Retriever(Retriever):
         stemmer: str | None = None,
         length_norms: str = "lucene",
         with_relations: bool = False,
+        zero_scores: str = "drop",
     ) -> None:
         super().__init__(
             k1=k1,
@@ -71,6 +81,7 @@ class BM25Retriever(Retriever):
             stemmer=stemmer,
             length_norms=length_norms,
             with_relations=with_relations,
+            zero_scores=zero_scores,
         )
         if k1 < 0 or not 0 <= b <= 1:
             raise HarnessError(f"bm25: need k1 ≥ 0 and 0 ≤ b ≤ 1, got k1={k1}, b={b}")
@@ -82,6 +93,8 @@ class BM25Retriever(Retriever):
             raise HarnessError(f"bm25: length_norms must be 'lucene' or 'exact', got {length_norms!r}")
         if length_norms == "lucene" and method != "lucene":
             raise HarnessError(f"bm25: length_norms 'lucene' needs method 'lucene'; use 'exact' with {method!r}")
+        if zero_scores not in ("drop", "keep"):
+            raise HarnessError(f"bm25: zero_scores must be 'drop' or 'keep', got {zero_scores!r}")
         self._analyzer: LuceneEnglishAnalyzer | None = None
         self._index: Any = None
         self._stemmer_instance: Any = None
@@ -172,16 +185,43 @@ class BM25Retriever(Retriever):
     def search(self, queries: Sequence[Query], k: int) -> list[Ranking]:
         if self._index is None or self._ids is None:
             raise HarnessError("bm25: search() before build()")
+        import bm25s
+
         tokens = self._tokenize([q.text for q in queries])
+        if isinstance(tokens, bm25s.tokenization.Tokenized):
+            tokens = bm25s.tokenization.convert_tokenized_to_string_list(tokens)
         depth = min(k, len(self._ids))
-        docs, scores = self._index.retrieve(tokens, k=depth, show_progress=False, n_threads=1)
         rankings = []
-        for row_docs, row_scores in zip(docs, scores, strict=True):
-            order = np.lexsort((row_docs, -row_scores))  # ties in index order, as Lucene breaks them
-            row_docs, row_scores = row_docs[order], row_scores[order]
-            keep = row_scores > 0  # Lucene returns only documents that match a query term
-            rankings.append(Ranking(self._ids[row_docs[keep]], row_scores[keep]))
+        for query_tokens in tokens:
+            # The scores bm25s's retrieve() ranks (unknown terms left out; none: all 0), but
+            # selected here: its top-k breaks ties at the k-th rank arbitrarily.
+            ids = self._index.get_tokens_ids(query_tokens)
+            if ids:
+                scores = self._index.get_scores_from_ids(ids)
+            else:
+                scores = np.zeros(len(self._ids), dtype=self._index.dtype)
+            positions = _top_k(scores, depth)
+            row_scores = scores[positions]
+            if self.params["zero_scores"] == "drop":
+                keep = row_scores > 0  # Lucene returns only documents that match a query term
+                positions, row_scores = positions[keep], row_scores[keep]
+            rankings.append(Ranking(self._ids[positions], row_scores))
         return rankings
+
+
+def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` best scores ordered by (-score, position): ties in index order,
+    as Lucene breaks them, including ties across the k-th rank."""
+    n = len(scores)
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    if k >= n:
+        return np.argsort(-scores, kind="stable")
+    threshold = np.partition(scores, n - k)[n - k]  # the k-th largest score
+    above = np.flatnonzero(scores > threshold)
+    tied = np.flatnonzero(scores == threshold)[: k - len(above)]
+    chosen = np.concatenate([above, tied])  # each part in index order; `tied` scores lowest
+    return chosen[np.argsort(-scores[chosen], kind="stable")]
 
 
 @hookimpl
