@@ -7,7 +7,9 @@ The conftest applies this to every run the suite makes through ``Runner.run``.
 
 from __future__ import annotations
 
+import gzip
 import json
+import tempfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -40,17 +42,27 @@ def check_run_dir(run_dir: str | Path) -> dict[str, int]:
     """Assert the row in ``run_dir`` agrees with pytrec_eval and ir_measures; return how many
     (metric, query) values each reference confirmed."""
     run_dir = Path(run_dir)
-    row = json.loads((run_dir / "row.json").read_text())
-    per_query = [json.loads(line) for line in (run_dir / "per_query.jsonl").read_text().splitlines()]
-    trec = {m.name: m.trec_eval_measure for m in parse_metrics(list(row["metrics"]), FAMILIES) if m.trec_eval_measure}
-    if not trec:
-        return {"pytrec_eval": 0, "ir_measures": 0}
     qrels: dict[str, dict[str, int]] = defaultdict(dict)
     for line in (run_dir / "qrels.trec").read_text().splitlines():
         qid, _, doc, rel = line.split()
         qrels[qid][doc] = int(rel)
+    return check_run(
+        json.loads((run_dir / "row.json").read_text()), run_dir / "per_query.jsonl", run_dir / "run.trec", qrels
+    )
+
+
+def check_run(row: dict, per_query_file: Path, run_file: Path, qrels: dict[str, dict[str, int]]) -> dict[str, int]:
+    """The same check for a row, its per-query file, its TREC run (possibly gzip'd) and qrels."""
+    per_query = [json.loads(line) for line in per_query_file.read_text().splitlines()]
+    trec = {m.name: m.trec_eval_measure for m in parse_metrics(list(row["metrics"]), FAMILIES) if m.trec_eval_measure}
+    if not trec:
+        return {"pytrec_eval": 0, "ir_measures": 0}
+    if run_file.suffix == ".gz":
+        with tempfile.NamedTemporaryFile("wb", suffix=".trec", delete=False) as plain:
+            plain.write(gzip.decompress(run_file.read_bytes()))
+        run_file = Path(plain.name)
     run: dict[str, dict[str, float]] = defaultdict(dict)
-    for line in (run_dir / "run.trec").read_text().splitlines():
+    for line in run_file.read_text().splitlines():
         qid, _, doc, _, score, _ = line.split()
         run[qid][doc] = float(score)
 
@@ -68,11 +80,8 @@ def check_run_dir(run_dir: str | Path) -> dict[str, int]:
     ir = ir_measures()
     measures = {name: ir.parse_measure(_ir_measures_name(measure)) for name, measure in trec.items()}
     by_ir: dict[str, dict[str, float]] = defaultdict(dict)
-    for value in ir.iter_calc(
-        list(measures.values()),
-        ir.read_trec_qrels(str(run_dir / "qrels.trec")),
-        ir.read_trec_run(str(run_dir / "run.trec")),
-    ):
+    # ir_measures parses the run file itself (its own reader, its own tie handling)
+    for value in ir.iter_calc(list(measures.values()), dict(qrels), ir.read_trec_run(str(run_file))):
         by_ir[value.query_id][str(value.measure)] = value.value
 
     confirmed = {"pytrec_eval": 0, "ir_measures": 0}
@@ -81,15 +90,15 @@ def check_run_dir(run_dir: str | Path) -> dict[str, int]:
         for record in per_query:
             qid, ours = str(record["qid"]), record["metrics"][name]
             if qid not in qrels:  # no candidate answer: 0 here, left out by trec_eval
-                assert ours == 0.0, (run_dir, name, qid)
+                assert ours == 0.0, (run_file, name, qid)
                 continue
             # a query with an empty ranking is not in the run file: trec_eval -c scores it 0
             theirs = by_pytrec.get(qid, {}).get(measure, 0.0)
-            assert abs(ours - theirs) <= TOLERANCE, (run_dir, name, qid, ours, "pytrec_eval", theirs)
+            assert abs(ours - theirs) <= TOLERANCE, (run_file, name, qid, ours, "pytrec_eval", theirs)
             other = by_ir.get(qid, {}).get(str(measures[name]), 0.0)
-            assert abs(ours - other) <= TOLERANCE, (run_dir, name, qid, ours, "ir_measures", other)
+            assert abs(ours - other) <= TOLERANCE, (run_file, name, qid, ours, "ir_measures", other)
             confirmed["pytrec_eval"] += 1
             confirmed["ir_measures"] += 1
             total += theirs
-        assert abs(row["metrics"][name] - total / len(per_query)) <= TOLERANCE, (run_dir, name)
+        assert abs(row["metrics"][name] - total / len(per_query)) <= TOLERANCE, (run_file, name)
     return confirmed

@@ -29,7 +29,7 @@ class StarkDataset(Dataset):
         revision: a hub revision (branch, tag or commit) to pin.
     """
 
-    version = "1"
+    version = "2"  # 2: Prime's relation groups in the official order, multiset-symmetric edges kept as is
     stark_name: ClassVar[str]
     skb_class: ClassVar[type[StarkSKB]]
     variant: ClassVar[str | None] = None

@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.io import atomic_dir, cache_root
+from harness.io import atomic_dir, cache_root, stable_hash
 
 REPO_ID = "snap-stanford/stark"
 ENV_VAR = "STARK_DATA_DIR"
@@ -135,7 +135,10 @@ def _complete(processed: Path, variant: str | None) -> bool:
 def unpack(archive: Path, name: str, variant: str | None) -> Path:
     """Unpack ``processed.zip`` once into the harness cache; return its ``processed/``."""
     stat = archive.stat()
-    target = cache_root() / "stark" / f"{name}-{stat.st_size}-{int(stat.st_mtime)}"
+    # Keyed by the archive's path and state, not its size and mtime alone: two archives of one
+    # size written within the same second (variants of one SKB) must not share an unpacked copy.
+    state = stable_hash([str(archive.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino], length=12)
+    target = cache_root() / "stark" / f"{name}-{stat.st_size}-{state}"
     if _complete(target / "processed", variant):
         return target / "processed"
     try:

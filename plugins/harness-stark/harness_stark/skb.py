@@ -2,10 +2,14 @@
 
 The processed files (``node_info.pkl``, ``edge_index.pt``, ``edge_types.pt``,
 ``node_types.pt``, ``edge_type_dict.pkl``, ``node_type_dict.pkl``) are read once. Edges are
-made undirected the way the official loader does (each edge also in reverse; a node pair
-linked by several relations keeps the truncated mean of their type ids), then held as CSR
-arrays. Documents are built on demand from ``node_info`` and follow the official
-``get_doc_info(add_rel=..., compact=...)`` of each SKB character for character.
+made undirected the way the official loader does: left exactly as they are when the edge
+multiset is its own reverse (PyG's ``is_undirected``), else every edge is added in reverse and
+duplicates merged, a node pair joined by several relations keeping the truncated mean of their
+type ids (PyG's ``to_undirected(reduce="mean")``). They are then held as CSR arrays.
+Documents are built on demand from ``node_info`` and follow the official
+``get_doc_info(add_rel=..., compact=...)`` of each SKB character for character, including
+where it fails: a node whose attributes the official code cannot read raises a
+:class:`~harness.errors.HarnessError` naming it.
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ import numpy as np
 
 from harness.errors import HarnessError
 from harness.skb import SKB, EdgeType, compact_text
+
+#: What reading a node's attributes the way STaRK does may raise when they have another shape.
+_SHAPE_ERRORS = (AttributeError, KeyError, TypeError, ValueError, IndexError)
 
 
 def read_processed(directory: Path, fingerprint: str | None = None) -> dict[str, Any]:
@@ -49,21 +56,93 @@ def read_processed(directory: Path, fingerprint: str | None = None) -> dict[str,
     return out
 
 
+def is_undirected(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> bool:
+    """PyG's ``is_undirected``: the edge multiset equals its reverse, each duplicate counted
+    (a->b twice and b->a once is *not* undirected). Node ids are non-negative."""
+    if not len(src):
+        return True
+    n = max(num_nodes, int(src.max()) + 1, int(dst.max()) + 1)
+    if not np.array_equal(np.bincount(src, minlength=n), np.bincount(dst, minlength=n)):
+        return False  # out-degrees differ from in-degrees: settled without sorting
+    forward = src * n + dst  # sorted int64 keys, not np.unique: duplicates must count
+    forward.sort()
+    backward = dst * n + src
+    backward.sort()
+    return bool(np.array_equal(forward, backward))
+
+
 def to_undirected(edge_index: np.ndarray, edge_types: np.ndarray, num_nodes: int) -> tuple[np.ndarray, ...]:
-    """PyG's ``to_undirected(..., reduce="mean")`` as the official loader applies it."""
+    """The official loader's ``if not is_undirected(...): to_undirected(..., reduce="mean")``:
+    edges kept exactly as they are (duplicates, pairs under several relations), or each also
+    reversed, duplicate node pairs merged into one edge whose type id is the truncated mean of
+    theirs; merged edges come sorted by (source, target) as PyG's ``coalesce`` leaves them."""
     src, dst = edge_index
-    forward = np.unique(src * num_nodes + dst)
-    backward = np.unique(dst * num_nodes + src)
-    if forward.shape == backward.shape and np.array_equal(forward, backward):
-        return src, dst, edge_types  # already undirected: the official loader leaves it as is
+    if is_undirected(src, dst, num_nodes):
+        return src, dst, edge_types
     rows = np.concatenate([src, dst])
     cols = np.concatenate([dst, src])
     types = np.concatenate([edge_types, edge_types])
-    keys, inverse = np.unique(rows * num_nodes + cols, return_inverse=True)
-    sums = np.bincount(inverse, weights=types, minlength=len(keys))
-    counts = np.bincount(inverse, minlength=len(keys))
-    merged = (sums // counts).astype(np.int64)  # integer mean, truncated like ``.long()``
+    low = int(types.min())
+    span = int(types.max()) - low + 1
+    if num_nodes * num_nodes * span < 2**62:
+        # One sort of (pair, type) packed in an int64 is several times faster than np.unique's argsort.
+        packed = (rows * num_nodes + cols) * span + (types - low)
+        packed.sort()
+        keys, offsets = np.divmod(packed, span)
+        starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
+        sums = np.add.reduceat(offsets, starts) + low * np.diff(np.append(starts, len(keys)))
+        counts = np.diff(np.append(starts, len(keys)))
+        keys = keys[starts]
+    else:
+        keys, inverse = np.unique(rows * num_nodes + cols, return_inverse=True)
+        sums = np.bincount(inverse, weights=types, minlength=len(keys)).astype(np.int64)
+        counts = np.bincount(inverse, minlength=len(keys))
+    # The mean truncated toward zero, as ``.long()`` does (integer arithmetic: no rounding).
+    merged = np.where(sums >= 0, sums // counts, -(-sums // counts)).astype(np.int64)
     return keys // num_nodes, keys % num_nodes, merged
+
+
+def _positions(values: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Index in ``keys`` (unique) of each value; -1 where a value is not among them."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    at = np.searchsorted(ordered, values).clip(max=len(keys) - 1)
+    return np.where(ordered[at] == values, order[at], -1)
+
+
+def _type_ids(table: Mapping[Any, Any], what: str) -> np.ndarray:
+    if not all(isinstance(k, int | np.integer) for k in table):
+        raise HarnessError(f"{what} has keys that are not integer type ids: {list(table)[:10]}")
+    return np.array([int(k) for k in table], dtype=np.int64)
+
+
+class _Node:
+    """STaRK's ``Node``: a node's attributes as Python attributes, dict values as nested nodes.
+    The official documents read nodes this way (a missing attribute raises, ``hasattr`` tests
+    presence, a dict value is truthy and prints as a tree), so the harness reads them the same."""
+
+    def __init__(self, dictionary: Any) -> None:
+        self.dictionary = dictionary
+        for key, value in dictionary.items():
+            setattr(self, key, _Node(value) if isinstance(value, dict) else value)
+
+    def __getattr__(self, key: str) -> Any:  # only reached when the attribute is missing
+        raise AttributeError(f"the node has no attribute {key!r}")
+
+    def __repr__(self) -> str:
+        return _dict_tree(self.dictionary)
+
+
+def _dict_tree(dictionary: dict, indent: int = 0) -> str:
+    tree = ""
+    for key, value in dictionary.items():
+        if indent > 0:
+            tree += "    |-----" * indent + f"{key}\n"
+        else:
+            tree += f"--{key}\n"
+        if isinstance(value, dict):
+            tree += _dict_tree(value, indent + 1)
+    return tree
 
 
 class _Names(Sequence[str]):
@@ -78,7 +157,10 @@ class _Names(Sequence[str]):
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
-        return self.skb.node_name(int(index))
+        try:
+            return self.skb.node_name(int(index))
+        except _SHAPE_ERRORS as exc:
+            raise HarnessError(f"{self.skb.skb_name}: node {int(index)} has no name: {_reason(exc)}") from exc
 
 
 class _Info(Sequence[Mapping[str, Any]]):
@@ -97,7 +179,13 @@ def file_fingerprint(directory: Path) -> str:
     from harness.io import cache_root, stable_hash
 
     files = sorted(p for p in directory.iterdir() if p.is_file() and p.suffix in (".pkl", ".pt"))
-    state = stable_hash([[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in files])
+    # The memo key names the directory and each file's inode and change time as well: two copies
+    # with equal sizes and modification times (written within one clock tick) must not share it.
+    stats = [(p.name, p.stat()) for p in files]
+    state = stable_hash(
+        [str(directory.resolve())]
+        + [[name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino] for name, st in stats]
+    )
     memo = cache_root() / "stark" / "fingerprints" / f"{state}.txt"
     if memo.exists():
         return memo.read_text().strip()
@@ -113,8 +201,20 @@ def file_fingerprint(directory: Path) -> str:
     return value
 
 
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
 class StarkSKB(SKB):
-    """An SKB read from STaRK's processed files. Subclasses define names and documents."""
+    """An SKB read from STaRK's processed files. Subclasses define names and documents.
+
+    Node types and relations are numbered in the order of the type dictionaries, as the
+    official name look-ups (``node_type2id``, ``edge_type2id``) walk them. ``type_ids`` and
+    ``edge_type_ids`` give the raw id (the key in ``node_type_dict`` / ``edge_type_dict``) of
+    each node type and relation index. Edges whose type id ``edge_type_dict`` lacks (possible
+    after the mean of several relations) stay in the graph under a relation named
+    ``<edge type N: not in edge_type_dict>``, which no official relation name reaches.
+    """
 
     skb_name: ClassVar[str] = "stark"
     default_node_types: ClassVar[dict[int, str]] = {}
@@ -125,35 +225,62 @@ class StarkSKB(SKB):
         self.node_info: Mapping[int, Any] = processed["node_info"]
         # Relation lines repeat the same neighbour names; each costs one unpickle from the store.
         self.node_name = functools.lru_cache(maxsize=1 << 18)(self.node_name)  # type: ignore[method-assign]
-        node_type_dict = processed.get("node_type_dict") or self.default_node_types
-        edge_type_dict = processed.get("edge_type_dict") or self.default_edge_types
+        node_type_dict, edge_type_dict = self.type_dicts(processed)
         if not node_type_dict or not edge_type_dict:
             raise HarnessError(f"{self.skb_name}: node_type_dict.pkl / edge_type_dict.pkl are missing")
         self.node_type_dict = dict(node_type_dict)
         self.edge_type_dict = dict(edge_type_dict)
-        node_types = processed["node_types"]
-        n = len(node_types)
+        raw_node_types = processed["node_types"].reshape(-1)
+        n = len(raw_node_types)
         if len(self.node_info) != n:
             raise HarnessError(f"{self.skb_name}: {len(self.node_info)} entries in node_info but {n} node types")
-        type_names = [self.node_type_dict[i] for i in sorted(self.node_type_dict)]
-        relation_ids = sorted(self.edge_type_dict)
-        src, dst, types = to_undirected(processed["edge_index"], processed["edge_types"], n)
+        self.type_ids = _type_ids(self.node_type_dict, f"{self.skb_name}: node_type_dict")
+        node_types = _positions(raw_node_types, self.type_ids)
+        if (node_types < 0).any():
+            unknown = np.flatnonzero(node_types < 0)
+            ids = sorted(set(raw_node_types[unknown].tolist()))
+            raise HarnessError(
+                f"{self.skb_name}: node_types.pt gives node {int(unknown[0])} (and {len(unknown) - 1} more) "
+                f"type id(s) {ids[:10]} that node_type_dict {self.node_type_dict} does not name"
+            )
+        edge_index, raw_edge_types = processed["edge_index"], processed["edge_types"].reshape(-1)
+        if edge_index.ndim != 2 or edge_index.shape[0] != 2 or edge_index.shape[1] != len(raw_edge_types):
+            raise HarnessError(
+                f"{self.skb_name}: edge_index.pt has shape {edge_index.shape}, "
+                f"expected (2, {len(raw_edge_types)}) to match edge_types.pt"
+            )
+        if edge_index.size and (edge_index.min() < 0 or edge_index.max() >= n):
+            raise HarnessError(f"{self.skb_name}: edge_index.pt has an edge outside the nodes 0..{n - 1}")
+        src, dst, raw_types = to_undirected(edge_index, raw_edge_types, n)
+        known = _type_ids(self.edge_type_dict, f"{self.skb_name}: edge_type_dict")
+        extra = sorted(set(np.unique(raw_types).tolist()) - set(known.tolist()))
+        self.edge_type_ids = np.concatenate([known, np.array(extra, dtype=np.int64)])
+        relations = [EdgeType(str(name)) for name in self.edge_type_dict.values()]
+        relations += [EdgeType(f"<edge type {t}: not in edge_type_dict>") for t in extra]
+        type_names = [str(name) for name in self.node_type_dict.values()]
         super().__init__(
             name=self.skb_name,
             node_type_names=type_names,
-            node_types=np.searchsorted(sorted(self.node_type_dict), node_types),
+            node_types=node_types,
             names=_Names(self),
             fields=_Info(self.node_info),
-            edge_types=[EdgeType(self.edge_type_dict[i]) for i in relation_ids],
+            edge_types=relations,
             src=src,
             dst=dst,
-            edge_type=np.searchsorted(relation_ids, types),
+            edge_type=_positions(raw_types, self.edge_type_ids),
             candidate_types=list(self.candidate_type_names) or type_names,
             fingerprint=fingerprint,
             undirected=True,
         )
 
     # -- what subclasses provide -------------------------------------------------------
+    def type_dicts(self, processed: dict[str, Any]) -> tuple[Mapping[Any, Any], Mapping[Any, Any]]:
+        """The node and edge type dictionaries: the files', else the defaults."""
+        return (
+            processed.get("node_type_dict") or self.default_node_types,
+            processed.get("edge_type_dict") or self.default_edge_types,
+        )
+
     def node_name(self, node: int) -> str:
         raise NotImplementedError
 
@@ -162,14 +289,33 @@ class StarkSKB(SKB):
 
     # -- shared ------------------------------------------------------------------------
     def document(self, node: int, with_relations: bool = False, compact: bool = False) -> str:
-        doc = self.doc_info(int(node), with_relations)
+        node = int(node)
+        try:
+            return self.get_doc_info(node, with_relations, compact)
+        except (HarnessError, *_SHAPE_ERRORS) as exc:
+            raise HarnessError(
+                f"{self.skb_name}: node {node} (or a neighbour it lists) does not have the attributes "
+                f"STaRK's get_doc_info reads, which fails on it as well ({_reason(exc)})"
+            ) from exc
+
+    def get_doc_info(self, node: int, add_rel: bool, compact: bool) -> str:
+        doc = self.doc_info(node, add_rel)
         return compact_text(doc) if compact else doc
+
+    def stark_node(self, node: int) -> _Node:
+        """The node as the official ``skb[node]`` gives it."""
+        return _Node(self.node_info[node])
+
+    def raw_type_ids(self, ids: np.ndarray) -> np.ndarray:
+        """The ``node_types.pt`` value of each node in ``ids``."""
+        return self.type_ids[self.node_types[ids]]
 
     def neighbors_by(self, node: int, relation: str) -> list[int]:
         """Neighbour ids through one relation, ascending (as the official sparse look-up)."""
         return self.neighbors(node, relation).tolist()
 
     def relation_names(self) -> list[str]:
+        """``rel_type_lst()``: the edge type dictionary's names in its order."""
         return [self.edge_type_dict[i] for i in self.edge_type_dict]
 
 
@@ -182,6 +328,19 @@ def _clean(value: Any) -> Any:
 
 class PrimeSKB(StarkSKB):
     skb_name = "stark-prime"
+    NODE_TYPES = (
+        "disease",
+        "gene/protein",
+        "molecular_function",
+        "drug",
+        "pathway",
+        "anatomy",
+        "effect/phenotype",
+        "biological_process",
+        "cellular_component",
+        "exposure",
+    )
+    candidate_type_names = NODE_TYPES  # the official ``candidate_types``: nodes of other types are not candidates
     GENE_FIELDS: ClassVar[dict[str, str]] = {
         "name": "gene name",
         "type_of_gene": "gene types",
@@ -193,24 +352,28 @@ class PrimeSKB(StarkSKB):
         "summary": "protein summary text",
     }
 
-    def info(self, node: int) -> dict[str, Any]:
-        return _clean(self.node_info[node])
+    def info(self, node: int) -> Any:
+        return _clean(self.node_info[node])  # the official loader cleans every node at load
+
+    def stark_node(self, node: int) -> _Node:
+        return _Node(self.info(node))
 
     def node_name(self, node: int) -> str:
-        return str(self.info(node)["name"])
+        return f"{self.stark_node(node).name}"
 
     def doc_info(self, node: int, add_rel: bool) -> str:
         info = self.info(node)
-        doc = f"- name: {info['name']}\n- type: {info['type']}\n- source: {info['source']}\n"
+        item = _Node(info)
+        doc = f"- name: {item.name}\n- type: {item.type}\n- source: {item.source}\n"
         details, count = "- details:\n", 0
-        for key, value in info.get("details", {}).items():
+        for key, value in info["details"].items() if "details" in info else ():
             if str(value) in ("", "nan") or key.startswith("_") or "_id" in key:
                 continue
-            if info["type"] == "gene/protein" and key in self.GENE_FIELDS:
+            if item.type == "gene/protein" and key in self.GENE_FIELDS:
                 if "interpro" in key:
                     value = [v["desc"] for v in ([value] if isinstance(value, dict) else value)]
                 if "generif" in key:
-                    value = " ".join("; ".join(v["text"] for v in value).split(" ")[:50000])
+                    value = " ".join("; ".join([v["text"] for v in value]).split(" ")[:50000])
                 if "genomic_pos" in key and isinstance(value, list):
                     value = value[0]
                 details += f"  - {key} ({self.GENE_FIELDS[key]}): {value}\n"
@@ -229,11 +392,14 @@ class PrimeSKB(StarkSKB):
             if not len(ids):
                 continue
             doc += f"\n  {relation.replace(' ', '_')}: " + "{"
-            types = self.node_types[ids]
-            for type_index in sorted(set(types.tolist())):
-                doc += f"{self.node_type_names[type_index]}: "
-                names = ", ".join(self.node_name(int(i)) for i in ids[types == type_index])
-                doc += f"({names}),"
+            raw = self.raw_type_ids(ids)
+            # The official code walks ``set(node_types.tolist())``: a set of the raw type ids built
+            # in neighbour order. Its order is the set's hash-slot order, not sorted (8 and 9 land
+            # among 0-7 once they collide); the same set built from the same list repeats it.
+            for type_id in set(raw.tolist()):
+                doc += f"{self.node_type_dict[type_id]}: "
+                names = [self.node_name(int(i)) for i in ids[raw == type_id]]
+                doc += "(" + ", ".join(names) + "),"
             doc += "}"
         return "- relations:" + doc if doc else ""
 
@@ -248,38 +414,45 @@ class MagSKB(StarkSKB):
         3: "author___writes___paper",
     }
     candidate_type_names = ("paper",)
+    AFFILIATION = "author___affiliated_with___institution"
+
+    def type_dicts(self, processed: dict[str, Any]) -> tuple[Mapping[Any, Any], Mapping[Any, Any]]:
+        return self.default_node_types, self.default_edge_types  # the official MagSKB ignores the files'
 
     def node_name(self, node: int) -> str:
         info = self.node_info[node]
         return str(info["title"] if info["type"] == "paper" else info["DisplayName"])
 
     def doc_info(self, node: int, add_rel: bool) -> str:
-        info = self.node_info[node]
-        kind = info["type"]
-        if kind == "paper":
-            doc = f" - paper title: {info['title']}\n"
-            doc += " - abstract: " + info["abstract"].replace("\r", "").rstrip("\n") + "\n"
-            if str(info["Date"]) != "-1":
-                doc += f" - publication date: {info['Date']}\n"
-            for key, label in (
-                ("OriginalVenue", "venue"),
-                ("JournalDisplayName", "journal"),
-                ("ConferenceSeriesDisplayName", "conference"),
-                ("ConferenceInstancesDisplayName", "conference"),
-            ):
-                if str(info[key]) != "-1":
-                    doc += f" - {label}: {info[key]}\n"
-                    break
+        item = self.stark_node(node)
+        if item.type == "paper":
+            doc = f" - paper title: {item.title}\n"
+            doc += " - abstract: " + item.abstract.replace("\r", "").rstrip("\n") + "\n"
+            if str(item.Date) != "-1":
+                doc += f" - publication date: {item.Date}\n"
+            if str(item.OriginalVenue) != "-1":  # the first of these that is known, read lazily
+                doc += f" - venue: {item.OriginalVenue}\n"
+            elif str(item.JournalDisplayName) != "-1":
+                doc += f" - journal: {item.JournalDisplayName}\n"
+            elif str(item.ConferenceSeriesDisplayName) != "-1":
+                doc += f" - conference: {item.ConferenceSeriesDisplayName}\n"
+            elif str(item.ConferenceInstancesDisplayName) != "-1":
+                doc += f" - conference: {item.ConferenceInstancesDisplayName}\n"
         else:
-            prefix = {"author": "- author name", "field_of_study": " - field of study", "institution": " - institution"}
-            short = {"author": "author", "field_of_study": "field", "institution": "institution"}[kind]
-            doc = f"{prefix[kind]}: {info['DisplayName']}\n"
-            if info["PaperCount"] != -1:
-                doc += f"- {short} paper count: {info['PaperCount']}\n"
-            if info["CitationCount"] != -1:
-                doc += f"- {short} citation count: {info['CitationCount']}\n"
+            if item.type == "author":
+                doc, short = f"- author name: {item.DisplayName}\n", "author"
+            elif item.type == "field_of_study":
+                doc, short = f" - field of study: {item.DisplayName}\n", "field"
+            elif item.type == "institution":
+                doc, short = f" - institution: {item.DisplayName}\n", "institution"
+            else:
+                raise HarnessError(f"node type {item.type!r} is none of MAG's")
+            if item.PaperCount != -1:
+                doc += f"- {short} paper count: {item.PaperCount}\n"
+            if item.CitationCount != -1:
+                doc += f"- {short} citation count: {item.CitationCount}\n"
             doc = doc.replace("-1", "Unknown")
-        if add_rel and kind == "paper":
+        if add_rel and item.type == "paper":
             doc += self.rel_info(node)
         return doc
 
@@ -292,20 +465,19 @@ class MagSKB(StarkSKB):
             doc += f"\n{relation.replace('___', ' ')}: "
             neighbours = []
             for i in ids:
-                info = self.node_info[i]
-                if info["type"] == "paper":
-                    neighbours.append(f'"{info["title"]}"')
-                elif str(info["DisplayName"]) == "-1":
-                    continue
-                elif info["type"] == "author":
-                    places = [
-                        self.node_info[j]["DisplayName"]
-                        for j in self.neighbors_by(i, "author___affiliated_with___institution")
-                        if str(self.node_info[j]["DisplayName"]) != "-1"
-                    ]
-                    neighbours.append(f"{info['DisplayName']} ({', '.join(places)})" if places else info["DisplayName"])
-                else:
-                    neighbours.append(f"{info['DisplayName']}")
+                other = self.stark_node(i)
+                if other.type == "paper":
+                    neighbours.append(f'"{other.title}"')
+                elif other.type == "author":
+                    if str(other.DisplayName) != "-1":
+                        places = [self.stark_node(j) for j in self.neighbors_by(i, self.AFFILIATION)]
+                        if any(place.type != "institution" for place in places):  # the official code asserts
+                            raise HarnessError(f"author {i} is affiliated with a node that is not an institution")
+                        names = [place.DisplayName for place in places if str(place.DisplayName) != "-1"]
+                        suffix = f" ({', '.join(names)})" if names else ""
+                        neighbours.append(f"{other.DisplayName}{suffix}")
+                elif str(other.DisplayName) != "-1":
+                    neighbours.append(f"{other.DisplayName}")
             doc += "(" + ", ".join(neighbours) + "),"
         return "- relations:\n" + doc if doc else ""
 
@@ -314,6 +486,7 @@ class AmazonSKB(StarkSKB):
     skb_name = "stark-amazon"
     candidate_type_names = ("product",)
     VARIANT = "brand-category-color"
+    META_TYPES = ("brand", "category", "color")  # the official document of these is one line
 
     def __init__(self, processed: dict[str, Any], fingerprint: str | None = None, max_entries: int = 25) -> None:
         self.max_entries = max_entries
@@ -322,48 +495,49 @@ class AmazonSKB(StarkSKB):
     def node_name(self, node: int) -> str:
         info = self.node_info[node]
         kind = self.node_type(node)
-        return str(info["title"] if kind == "product" else info[f"{kind}_name"])
+        return str(info[f"{kind}_name"] if kind in self.META_TYPES else info["title"])
 
-    def document(self, node: int, with_relations: bool = False, compact: bool = False) -> str:
-        if self.node_type(int(node)) != "product":  # the official code returns these as they are
-            return self.doc_info(int(node), False)
-        return super().document(node, with_relations, compact)
+    def get_doc_info(self, node: int, add_rel: bool, compact: bool) -> str:
+        if self.node_type(node) in self.META_TYPES:  # returned as is: no relations, not compacted
+            return self.doc_info(node, False)
+        return super().get_doc_info(node, add_rel, compact)
 
     def doc_info(self, node: int, add_rel: bool) -> str:
         kind = self.node_type(node)
-        info = self.node_info[node]
-        if kind != "product":
-            return f"{kind} name: {info[f'{kind}_name']}"
-        doc = f"- product: {info['title']}\n"
-        if "brand" in info:
-            doc += f"- brand: {info['brand']}\n"
-        dimensions = (info.get("details") or {}).get("product_dimensions")
-        parts = dimensions.split(" ; ") if isinstance(dimensions, str) else []
-        if len(parts) == 2:
-            doc += f"- dimensions: {parts[0]}\n- weight: {parts[1]}\n"
-        if info.get("description"):
-            description = " ".join(info["description"]).strip(" ")
+        if kind in self.META_TYPES:
+            return f"{kind} name: {getattr(self.stark_node(node), f'{kind}_name')}"
+        item = self.stark_node(node)  # any other type reads as a product, as in the official code
+        doc = f"- product: {item.title}\n"
+        if hasattr(item, "brand"):
+            doc += f"- brand: {item.brand}\n"
+        try:
+            dimensions, weight = item.details.product_dimensions.split(" ; ")
+            doc += f"- dimensions: {dimensions}\n- weight: {weight}\n"
+        except Exception:  # the official code skips them on any failure (missing, NaN, non-dict details)
+            pass
+        if item.description:
+            description = " ".join(item.description).strip(" ")
             if description:
                 doc += f"- description: {description}\n"
         features = ""
-        if info.get("feature"):
+        if item.feature:
             features = "- features: \n"
-            for i, feature in enumerate(info["feature"]):
+            for i, feature in enumerate(item.feature):
                 if feature and "asin" not in feature.lower():
                     features += f"#{i + 1}: {feature}\n"
         reviews = ""
-        if info.get("review"):
+        if item.review:
             reviews = "- reviews: \n"
-            votes = [0 if _missing(r["vote"]) else int(str(r["vote"]).replace(",", "")) for r in info["review"]]
+            votes = [0 if _isnull(r["vote"]) else int(r["vote"].replace(",", "")) for r in item.review]
             for shown, i in enumerate(np.argsort(-np.array(votes))):
-                review = info["review"][i]
+                review = item.review[i]
                 reviews += f'#{i + 1}:\nsummary: {review["summary"]}\ntext: "{review["reviewText"]}"\n'
                 if shown > self.max_entries:
                     break
         answers = ""
-        if info.get("qa"):
+        if item.qa:
             answers = "- Q&A: \n"
-            for i, qa in enumerate(info["qa"]):
+            for i, qa in enumerate(item.qa):
                 answers += f'#{i + 1}:\nquestion: "{qa["question"]}"\nanswer: "{qa["answer"]}"\n'
                 if i > self.max_entries:
                     break
@@ -373,18 +547,29 @@ class AmazonSKB(StarkSKB):
         return doc
 
     def rel_info(self, node: int) -> str:
+        bought = self._titles(self.neighbors_by(node, "also_buy"))
+        viewed = self._titles(self.neighbors_by(node, "also_view"))
+        brands = self.neighbors_by(node, "has_brand")
         doc = ""
-        for relation, label in (("also_buy", "products also purchased"), ("also_view", "products also viewed")):
-            ids = self.neighbors_by(node, relation) if relation in self.relation_names() else []
-            if ids:
-                doc += f"  {label}: \n" + "".join(
-                    f"#{k + 1}: {self.node_info[i]['title']}\n" for k, i in enumerate(ids)
-                )
-        brands = self.neighbors_by(node, "has_brand") if "has_brand" in self.relation_names() else []
+        if bought:
+            doc += f"  products also purchased: \n{bought}"
+        if viewed:
+            doc += f"  products also viewed: \n{viewed}"
         if brands:
-            doc += f"  brand: {self.node_info[brands[0]]['brand_name']}\n"
+            doc += f"  brand: {self.stark_node(brands[0]).brand_name}\n"
         return "- relations:\n" + doc if doc else ""
 
+    def _titles(self, ids: list[int]) -> str:
+        # "#k: " + title + "\n" as the official code writes it: a title that is not a string fails.
+        return "".join(f"#{k + 1}: " + self.stark_node(i).title + "\n" for k, i in enumerate(ids))
 
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
+
+def _isnull(value: Any) -> bool:
+    """``pandas.isnull`` for the scalars a review's vote can be (pandas is no dependency here)."""
+    if value is None:
+        return True
+    if isinstance(value, float | np.floating):
+        return math.isnan(value)
+    if isinstance(value, np.datetime64 | np.timedelta64):
+        return bool(np.isnat(value))
+    return type(value).__name__ in ("NAType", "NaTType")
