@@ -263,3 +263,31 @@ def test_a_cutoff_deeper_than_the_ranking_is_refused_or_left_out(manager: Plugin
     # the default metric set leaves out what k=5 cannot measure instead of reporting it
     outcome = _run(manager, tmp_path, metrics=None)
     assert "recall@100" not in outcome.row.metrics and "hit@5" in outcome.row.metrics
+
+
+def test_every_published_row_agrees_with_trec_eval() -> None:
+    """The leaderboard's rows against pytrec_eval and ir_measures on the TREC runs it keeps,
+    with qrels made from the installed dataset's answers (candidates only)."""
+    from trec_reference import check_run
+
+    from harness.leaderboard import read_rows, run_dir_of
+    from harness.runner import candidate_mask, load_dataset
+    from tests.conftest import REPO
+
+    board = REPO / "leaderboard"
+    rows = read_rows(board)
+    assert rows and {r.dataset.name for r in rows} == {"debian"}
+    dataset = load_dataset("debian")
+    mask = candidate_mask(dataset.load_skb())
+    confirmed = 0
+    for row in rows:
+        run_dir = run_dir_of(board, row.run_dir)
+        assert run_dir is not None
+        qrels = {
+            str(q.id): {str(a): 1 for a in q.answer_ids if mask[a]} for q in dataset.load_queries().split(row.split)
+        }
+        qrels = {qid: docs for qid, docs in qrels.items() if docs}
+        trec = run_dir / "run.trec.gz" if (run_dir / "run.trec.gz").exists() else run_dir / "run.trec"
+        counts = check_run(row.model_dump(mode="json"), run_dir / "per_query.jsonl", trec, qrels)
+        confirmed += counts["pytrec_eval"]
+    assert confirmed > 1000

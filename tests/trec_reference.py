@@ -58,9 +58,10 @@ def check_run(row: dict, per_query_file: Path, run_file: Path, qrels: dict[str, 
     if not trec:
         return {"pytrec_eval": 0, "ir_measures": 0}
     if run_file.suffix == ".gz":
-        with tempfile.NamedTemporaryFile("wb", suffix=".trec", delete=False) as plain:
-            plain.write(gzip.decompress(run_file.read_bytes()))
-        run_file = Path(plain.name)
+        with tempfile.TemporaryDirectory() as work:
+            plain = Path(work) / "run.trec"
+            plain.write_bytes(gzip.decompress(run_file.read_bytes()))
+            return check_run(row, per_query_file, plain, qrels)
     run: dict[str, dict[str, float]] = defaultdict(dict)
     for line in run_file.read_text().splitlines():
         qid, _, doc, _, score, _ = line.split()
