@@ -22,7 +22,7 @@ import numpy as np
 
 from harness.metrics import BUILTIN_METRICS, evaluate, hit_matrix, parse_metrics
 
-METRICS = ["hit@1", "hit@5", "recall@20", "recall@100", "precision@10", "mrr", "map@100", "ndcg@10", "rprecision"]
+METRICS = ["hit@1", "hit@5", "recall@20", "recall@100", "precision@10", "mrr", "stark_map@100", "ndcg@10", "rprecision"]
 
 
 def make_data(n_queries: int, n_candidates: int, seed: int = 0) -> tuple[list[np.ndarray], list[list[int]]]:

@@ -461,10 +461,18 @@ def evaluate_cmd(run_file: str, qrels: str, metrics: str, per_query: bool, fmt: 
     is evaluated and a query missing from the run scores 0 (trec_eval -c).
     """
     from harness.metrics import evaluate, hit_matrix, means, parse_metrics
-    from harness.trec import read_qrels, read_run
+    from harness.trec import read_grades, read_run
 
     metric_objs = parse_metrics(metrics, get_plugin_manager().components.by_kind["metric"])
-    rankings, judgements = read_run(run_file), read_qrels(qrels)
+    rankings, grades = read_run(run_file), read_grades(qrels)
+    graded = sorted({g for docs in grades.values() for g in docs.values() if g > 1})
+    if graded and any(m.family == "ndcg" for m in metric_objs):
+        # trec_eval's nDCG uses the grades as gains; the harness's relevance is binary
+        raise HarnessError(
+            f"{qrels}: relevance grades above 1 ({', '.join(f'{g:g}' for g in graded[:5])}): nDCG here has binary "
+            "gains and would differ from trec_eval's; map the grades to 0/1 or leave nDCG out"
+        )
+    judgements = {qid: {doc for doc, grade in docs.items() if grade > 0} for qid, docs in grades.items()}
     qids = sorted(judgements)
     if not qids:
         raise HarnessError(f"{qrels}: no judgements")

@@ -33,9 +33,9 @@ Deliberate differences from the official evaluator, each checked by the differen
 * **Ranking.** The official evaluator ranks *every* candidate, giving those a retriever did
   not return a score below the lowest returned one. The harness scores the returned ranking:
   an answer that was not returned is not retrieved. ``@k`` metrics with k no deeper than the
-  ranking are identical; ``mrr``, ``stark_map`` and ``rprecision`` can be a little lower here
-  (the official evaluator still finds an unreturned answer somewhere below), ``stark_map``
-  a little higher (an answer found deep down lowers the official mean).
+  ranking are identical; ``mrr``, ``rprecision`` and ``ndcg`` without a cut-off can only be
+  lower here (the official evaluator still finds an unreturned answer somewhere below), and
+  ``stark_map`` can differ either way.
 * **Ties.** A ranking's order is the retriever's order; equal scores keep it. The official
   evaluator orders ties by ``torch`` sorting (unspecified) and averages nDCG gains over tied
   scores. Run files are written with strictly decreasing scores, so trec_eval reads the same

@@ -58,6 +58,8 @@ class RunSpec:
     sample: float | None = None
     seed: int = 0
     condition: Condition | None = None
+    #: default metrics left out because their cut-off is deeper than the ranking can be
+    dropped_metrics: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
         chain = f"{self.first_stage} → {self.retriever}" if self.first_stage else self.retriever
@@ -138,24 +140,32 @@ def resolve(
         raise HarnessError(f"k must be a positive integer, got {k}")
     metric_names = list(metrics or registry.defaults.metrics or DEFAULT_METRICS)
     parsed = parse_metrics(metric_names, components.by_kind.get("metric", {}))  # fail early on typos
-    deeper = [m.name for m in parsed if m.k is not None and m.k > k]
-    if deeper and metrics is None:
-        # the default set: leave out what a ranking of k cannot measure, rather than report it
-        metric_names = [m.name for m in parsed if m.name not in deeper]
-    elif deeper:
-        raise HarnessError(
-            f"{', '.join(deeper)}: a cut-off deeper than the ranking (k={k}) cannot be measured; "
-            f"run with --k {max(m.k or 0 for m in parsed)} or drop {'it' if len(deeper) == 1 else 'them'}"
-        )
     if sample_fraction is None and condition is not None:
         sample_fraction = condition.sample
     entry = resolve_retriever(registry, components, retriever)
     first_stage_entry = None
     plugin = components.get("retriever", entry.plugin)
+    depth, why = k, f"k={k}"
     if issubclass(plugin, Reranker):
         if entry.first_stage is None:
             raise HarnessError(f"retriever {retriever!r} is a reranker; give it a first_stage in the registry")
         first_stage_entry = resolve_retriever(registry, components, entry.first_stage)
+        if entry.candidates < k:  # a reranker orders its first stage's candidates, no more
+            depth, why = entry.candidates, f"{retriever!r} reranks {entry.candidates} candidates"
+    deeper = [m.name for m in parsed if m.k is not None and m.k > depth]
+    dropped: list[str] = []
+    if deeper and metrics is None:
+        # the default set: leave out what a ranking this deep cannot measure, rather than report it
+        metric_names, dropped = [m.name for m in parsed if m.name not in deeper], deeper
+    elif deeper:
+        raise HarnessError(
+            f"{', '.join(deeper)}: a cut-off deeper than the ranking ({why}) cannot be measured; "
+            + (
+                f"run with --k {max(m.k or 0 for m in parsed)} or drop {'it' if len(deeper) == 1 else 'them'}"
+                if depth == k
+                else f"drop {'it' if len(deeper) == 1 else 'them'} or rerank more candidates"
+            )
+        )
     return RunSpec(
         retriever=retriever,
         retriever_entry=entry,
@@ -169,6 +179,7 @@ def resolve(
         sample=sample_fraction,
         seed=seed,
         condition=condition,
+        dropped_metrics=dropped,
     )
 
 
@@ -330,6 +341,8 @@ class Runner:
         retriever_obj: Retriever | None = None
         usage: dict[str, Any] = {}
         notes: list[str] = []
+        if spec.dropped_metrics:
+            notes.append(f"left out {', '.join(spec.dropped_metrics)}: deeper than the ranking can be")
         if pending:
             context = BuildContext(cache_dir=self.cache_dir, device=self.device, progress=self.progress)
             context.build_retriever = lambda name: self._build(self._info_for(name), skb, dataset, context)
@@ -340,7 +353,7 @@ class Runner:
             retriever_obj = self._build(retriever_info, skb, dataset, context)
             build_seconds = time.perf_counter() - build_started
             write_json(build_path, {"seconds": build_seconds})
-            notes = self._search(spec, retriever_obj, first_obj, pending, results_path, candidate_mask(skb))
+            notes += self._search(spec, retriever_obj, first_obj, pending, results_path, candidate_mask(skb))
             usage = retriever_obj.usage()
             if first_obj is not None:
                 for key, value in first_obj.usage().items():
@@ -357,7 +370,10 @@ class Runner:
             [np.asarray(r["ids"], dtype=np.int64) for r in ordered], [q.answer_ids for q in queries], mask
         )
         per_query = evaluate(metric_objs, hits, n_relevant)
-        gold = [sorted({int(a) for a in q.answer_ids if mask[a]}) for q in queries]
+        gold = [
+            (sorted({int(a) for a in q.answer_ids if mask[a]}), sorted({int(a) for a in q.answer_ids if not mask[a]}))
+            for q in queries
+        ]
         self._write_outputs(run_dir, spec, queries, ordered, per_query, gold)
 
         latencies = np.asarray([r["latency_ms"] for r in ordered], dtype=np.float64)
@@ -497,7 +513,7 @@ class Runner:
         queries: list[Query],
         ordered: list[dict[str, Any]],
         per_query: dict[str, np.ndarray],
-        qrels: list[list[int]],
+        qrels: list[tuple[list[int], list[int]]],
     ) -> None:
         with atomic_write(run_dir / "per_query.jsonl") as out:
             for i, query in enumerate(queries):
@@ -508,10 +524,17 @@ class Runner:
         with atomic_write(run_dir / "run.trec") as out:
             for query, result in zip(queries, ordered, strict=True):
                 write_run(out, str(query.id), map(str, result["ids"]), result["scores"], spec.retriever)
-        # The gold answers as trec_eval reads them (candidates only, each once), so that
-        # `trec_eval -c qrels.trec run.trec` can be run on any run directory.
+        # The gold answers as trec_eval reads them — candidates relevant (each once), other
+        # answers judged not relevant so that a query without a candidate answer still counts —
+        # so that `trec_eval -c qrels.trec run.trec` reproduces the row from the run directory.
         with atomic_write(run_dir / "qrels.trec") as out:
-            write_qrels(out, [(str(q.id), map(str, answers)) for q, answers in zip(queries, qrels, strict=True)])
+            write_qrels(
+                out,
+                [
+                    (str(q.id), map(str, relevant), map(str, other))
+                    for q, (relevant, other) in zip(queries, qrels, strict=True)
+                ],
+            )
 
 
 def effective_params(cls: type[Any], params: Mapping[str, Any]) -> dict[str, Any]:
@@ -556,6 +579,11 @@ def _check_rankings(name: str, batch: Sequence[Query], rankings: Any) -> list[Ra
     return list(rankings)
 
 
+#: The largest score magnitude a ranking may carry: 32-bit floats reach 3.4e38, and ties are
+#: written one float32 step apart, so scores stay clear of the top of that range.
+MAX_SCORE = 1e37
+
+
 def clean_ranking(
     name: str, query: Query, ranking: Ranking, is_candidate: np.ndarray, dropped: dict[str, int]
 ) -> Ranking:
@@ -571,6 +599,12 @@ def clean_ranking(
     bad = np.flatnonzero(~np.isfinite(scores))
     if len(bad):
         raise HarnessError(f"{where}: score {float(scores[bad[0]])!r} at rank {bad[0] + 1} is not a finite number")
+    huge = np.flatnonzero(np.abs(scores) > MAX_SCORE)
+    if len(huge):
+        raise HarnessError(
+            f"{where}: score {float(scores[huge[0]])!r} at rank {huge[0] + 1} is beyond ±{MAX_SCORE:g}: run files "
+            "carry scores as 32-bit floats (trec_eval reads them so); leave out masked candidates instead"
+        )
     rising = np.flatnonzero(np.diff(scores) > 0)
     if len(rising):
         i = int(rising[0])

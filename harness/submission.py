@@ -374,6 +374,14 @@ def _recompute(
     from harness.runner import candidate_mask
     from harness.trec import read_run
 
+    from harness.metrics import METRICS_VERSION
+
+    if row.versions.metrics != METRICS_VERSION:
+        result.problems.append(
+            f"the row's metrics are definitions version {row.versions.metrics}; this harness computes version "
+            f"{METRICS_VERSION} (run it again with this harness)"
+        )
+        return
     skb, query_set, error = datasets.get(row)
     if error is not None:
         result.problems.append(f"cannot recompute the metrics: dataset {row.dataset.name!r} is not available ({error})")

@@ -27,14 +27,16 @@ from harness.errors import HarnessError
 
 def strictly_decreasing(scores: Sequence[float] | np.ndarray) -> np.ndarray:
     """``scores`` (non-increasing) as float32, every tie lowered to the next float32 below the
-    score before it, so that sorting by score alone — in float32, as trec_eval does — gives
-    back the same order."""
+    score before it (one float32 step per tied entry), so that sorting by score alone — in
+    float32, as trec_eval 9 and pytrec_eval do, or in double — gives back the same order."""
     out = np.asarray(scores, dtype=np.float64).astype(np.float32)
     if len(out) > 1 and not np.all(out[1:] < out[:-1]):
         lowest = np.float32(-np.inf)
         for i in range(1, len(out)):
             if out[i] >= out[i - 1]:
                 out[i] = np.nextafter(out[i - 1], lowest)
+    if not np.all(np.isfinite(out)):
+        raise HarnessError("scores outside the range of 32-bit floats cannot be written to a TREC run")
     return out
 
 
@@ -50,11 +52,16 @@ def write_run(handle: TextIO, qid: str, docids: Iterable[str], scores: Iterable[
         handle.write(f"{qid} Q0 {docid} {rank} {score!r} {tag}\n")
 
 
-def write_qrels(handle: TextIO, judgements: Iterable[tuple[str, Iterable[str]]]) -> None:
-    """Binary qrels: one ``qid 0 docid 1`` line per relevant document."""
-    for qid, docids in judgements:
-        for docid in docids:
+def write_qrels(handle: TextIO, judgements: Iterable[tuple[str, Iterable[str], Iterable[str]]]) -> None:
+    """Binary qrels from ``(qid, relevant, judged not relevant)``: ``qid 0 docid 1`` or ``0``.
+
+    A query with no relevant document still needs a line (relevance 0), or ``trec_eval -c``
+    leaves it out of the mean that the harness counts it in (as zero)."""
+    for qid, relevant, other in judgements:
+        for docid in relevant:
             handle.write(f"{qid} 0 {docid} 1\n")
+        for docid in other:
+            handle.write(f"{qid} 0 {docid} 0\n")
 
 
 def read_run(path: str | Path, order: Literal["score", "rank", "checked"] = "score") -> dict[str, list[str]]:
@@ -104,19 +111,21 @@ def read_run(path: str | Path, order: Literal["score", "rank", "checked"] = "sco
 
 
 def read_qrels(path: str | Path) -> dict[str, set[str]]:
-    """Query id → relevant document ids."""
-    relevant: dict[str, set[str]] = defaultdict(set)
+    """Query id → relevant document ids (relevance > 0, as trec_eval's default level)."""
+    return {qid: {doc for doc, grade in docs.items() if grade > 0} for qid, docs in read_grades(path).items()}
+
+
+def read_grades(path: str | Path) -> dict[str, dict[str, float]]:
+    """Query id → document id → relevance, every judged query (also those judged 0 only)."""
+    grades: dict[str, dict[str, float]] = defaultdict(dict)
     for number, parts in _lines(path):
         if len(parts) != 4:
             raise HarnessError(f"{path}:{number}: a qrels line has 4 columns (qid iter docid rel), got {len(parts)}")
         try:
-            grade = float(parts[3])
+            grades[parts[0]][parts[2]] = float(parts[3])
         except ValueError:
             raise HarnessError(f"{path}:{number}: relevance {parts[3]!r} is not a number") from None
-        relevant.setdefault(parts[0], set())
-        if grade > 0:
-            relevant[parts[0]].add(parts[2])
-    return dict(relevant)
+    return dict(grades)
 
 
 def _lines(path: str | Path) -> Iterable[tuple[int, list[str]]]:

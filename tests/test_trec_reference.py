@@ -35,7 +35,7 @@ datasets:
 retrievers:
   scripted: {plugin: scripted}
 """
-# Node ids 0-4 are products (candidates), 5-6 brands. Every query has a candidate answer.
+# Node ids 0-4 are products (candidates), 5-6 brands. Query 7's only answer is a brand.
 QUERIES = [
     [1, "all tied", [3]],
     [2, "ties and zeros", [4, 1]],
@@ -43,6 +43,7 @@ QUERIES = [
     [4, "negative scores", [0, 4]],
     [5, "nothing", [1]],
     [6, "non-candidates and repeats", [2]],
+    [7, "a brand is the only answer", [5]],
 ]
 
 
@@ -71,6 +72,8 @@ GOOD_SCRIPT = {
     5: ([], []),
     # 5 and 6 are brands (not candidates), 2 is returned twice: all dropped, order kept
     6: ([5, 0, 6, 2, 0, 2], [9.0, 8.0, 7.0, 6.0, 5.0, 4.0]),
+    # no candidate answer: zero everywhere, and still counted by trec_eval -c (a relevance-0 line)
+    7: ([0, 1], [2.0, 1.0]),
 }
 
 
@@ -129,6 +132,8 @@ def test_ties_zeros_and_dropped_ids_agree_everywhere(manager: PluginManager, tmp
     assert all(v == 0.0 for v in per_query[5].values())
     # brands dropped, the repeat of 2 dropped: 0 then 2, so the answer is at rank 2
     assert per_query[6]["mrr"] == 0.5
+    assert all(v == 0.0 for v in per_query[7].values())
+    assert "7 0 5 0" in (run_dir / "qrels.trec").read_text().splitlines()
     assert any("non-candidate" in note for note in outcome.notes)
     assert any("repeated" in note for note in outcome.notes)
 
@@ -198,6 +203,8 @@ def test_a_run_file_whose_scores_do_not_follow_its_ranks_is_refused(manager: Plu
         ({1: ([0, 1], [1.0, 2.0])}, r"query 1: scores must not increase .* rank 1 has 1.0 and rank 2 has 2.0"),
         ({1: ([0, 1], [1.0, float("nan")])}, r"query 1: score nan at rank 2 is not a finite number"),
         ({1: ([0, 99], [2.0, 1.0])}, r"query 1: id 99 is not a node of the SKB"),
+        # float32's lowest value as a mask: ties there could not be written apart
+        ({1: ([0, 1], [-3.4028234663852886e38] * 2)}, r"query 1: score -3.40\d+e\+38 at rank 1 is beyond ±1e\+37"),
     ],
 )
 def test_rankings_a_retriever_gets_wrong_stop_the_run(
@@ -263,6 +270,42 @@ def test_a_cutoff_deeper_than_the_ranking_is_refused_or_left_out(manager: Plugin
     # the default metric set leaves out what k=5 cannot measure instead of reporting it
     outcome = _run(manager, tmp_path, metrics=None)
     assert "recall@100" not in outcome.row.metrics and "hit@5" in outcome.row.metrics
+    assert any("left out recall@20, recall@100" in note for note in outcome.notes)
+
+
+def test_a_cutoff_deeper_than_a_rerankers_candidates_is_refused(manager: PluginManager) -> None:
+    from harness.retriever import Reranker
+
+    class Keep(Reranker):
+        name = "keep"
+
+        def build(self, skb: SKB, context: BuildContext) -> None:
+            pass
+
+        def rerank(self, queries: Sequence[Query], candidates: Sequence[Ranking], k: int) -> list[Ranking]:
+            return list(candidates)
+
+    class KeepPlugin:
+        @hookimpl
+        def register_retrievers(self, register):  # type: ignore[no-untyped-def]
+            register(Keep)
+
+    manager.register(KeepPlugin(), "keep-plugin")
+    registry = parse_registry(REGISTRY + "  keep: {plugin: keep, first_stage: scripted, candidates: 2}\n", "r.yaml")
+    with pytest.raises(HarnessError, match=r"hit@5: a cut-off deeper than the ranking \('keep' reranks 2 candidates\)"):
+        resolve(registry, manager.components, retriever="keep", metrics=["hit@1", "hit@5"])
+    spec = resolve(registry, manager.components, retriever="keep")
+    assert spec.metrics == ["hit@1", "mrr"] and "recall@20" in spec.dropped_metrics
+
+
+def test_evaluate_refuses_ndcg_on_graded_qrels(tmp_path: Path) -> None:
+    (tmp_path / "run.trec").write_text("1 Q0 a 1 2.0 x\n1 Q0 b 2 1.0 x\n")
+    (tmp_path / "qrels.trec").write_text("1 0 a 1\n1 0 b 3\n")
+    args = ["evaluate", "--run", str(tmp_path / "run.trec"), "--qrels", str(tmp_path / "qrels.trec")]
+    refused = CliRunner().invoke(cli, [*args, "--metrics", "ndcg@10"])
+    assert refused.exit_code != 0 and "grades above 1 (3)" in refused.output
+    fine = CliRunner().invoke(cli, [*args, "--metrics", "hit@1,mrr", "--format", "json"])
+    assert fine.exit_code == 0 and json.loads(fine.output)["metrics"] == {"hit@1": 1.0, "mrr": 1.0}
 
 
 def test_every_published_row_agrees_with_trec_eval() -> None:
@@ -283,10 +326,12 @@ def test_every_published_row_agrees_with_trec_eval() -> None:
     for row in rows:
         run_dir = run_dir_of(board, row.run_dir)
         assert run_dir is not None
+        evaluated = {json.loads(line)["qid"] for line in (run_dir / "per_query.jsonl").read_text().splitlines()}
         qrels = {
-            str(q.id): {str(a): 1 for a in q.answer_ids if mask[a]} for q in dataset.load_queries().split(row.split)
+            str(q.id): {str(a): int(bool(mask[a])) for a in q.answer_ids}
+            for q in dataset.load_queries().split(row.split)
+            if q.id in evaluated
         }
-        qrels = {qid: docs for qid, docs in qrels.items() if docs}
         trec = run_dir / "run.trec.gz" if (run_dir / "run.trec.gz").exists() else run_dir / "run.trec"
         counts = check_run(row.model_dump(mode="json"), run_dir / "per_query.jsonl", trec, qrels)
         confirmed += counts["pytrec_eval"]
