@@ -90,6 +90,10 @@ def test_contributing_example_plugin_installs_and_runs(tmp_path: Path) -> None:
     result = json.loads(ran.stdout)[0]["row"]
     assert result["retriever"]["package"] == "harness-keyword-overlap 0.1.0"
     assert result["num_queries"] == 55 and 0.05 < result["metrics"]["hit@5"] <= 1
+    # a run made outside this process is held to trec_eval's implementations too
+    from trec_reference import check_run_dir
+
+    assert check_run_dir(tmp_path / json.loads(ran.stdout)[0]["run_dir"])["pytrec_eval"] > 0
 
 
 def test_committed_schema_is_current() -> None:
