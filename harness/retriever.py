@@ -30,7 +30,14 @@ class Ranking:
     scores: np.ndarray
 
     def __post_init__(self) -> None:
-        self.ids = np.asarray(self.ids, dtype=np.int64).reshape(-1)
+        ids = np.asarray(self.ids).reshape(-1)
+        if ids.dtype.kind not in "iu":
+            # a cast would turn 12.7 into node 12: only whole numbers are node ids
+            whole = ids.dtype.kind == "f" and bool(np.all(np.isfinite(ids) & (ids == np.round(ids))))
+            if len(ids) and not whole:
+                bad = next(v for v in ids.tolist() if not (isinstance(v, float) and np.isfinite(v) and v == round(v)))
+                raise ValueError(f"ranking ids must be integer node ids, got {bad!r}")
+        self.ids = ids.astype(np.int64)
         self.scores = np.asarray(self.scores, dtype=np.float64).reshape(-1)
         if len(self.ids) != len(self.scores):
             raise ValueError(f"ranking has {len(self.ids)} ids but {len(self.scores)} scores")

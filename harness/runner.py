@@ -138,6 +138,10 @@ def resolve(
     k = k if k is not None else (condition.k if condition else registry.defaults.k)
     if k <= 0:
         raise HarnessError(f"k must be a positive integer, got {k}")
+    if metrics is not None and not list(metrics):
+        raise HarnessError("no metrics requested: give --metrics NAME[,NAME…], or leave it out for the defaults")
+    if sample_fraction is not None and not 0 < sample_fraction <= 1:
+        raise HarnessError(f"--sample must be a fraction in (0, 1], got {sample_fraction}")
     metric_names = list(metrics or registry.defaults.metrics or DEFAULT_METRICS)
     parsed = parse_metrics(metric_names, components.by_kind.get("metric", {}))  # fail early on typos
     if sample_fraction is None and condition is not None:
@@ -466,12 +470,11 @@ class Runner:
                 began = time.perf_counter()
                 try:
                     if first_stage is not None and isinstance(retriever, Reranker):
-                        candidates = first_stage.search(batch, spec.retriever_entry.candidates)
+                        depth = spec.retriever_entry.candidates
+                        first = _check_rankings(spec.first_stage or "", batch, first_stage.search(batch, depth), depth)
                         candidates = [
                             clean_ranking(spec.first_stage or "", q, r, is_candidate, dropped)
-                            for q, r in zip(
-                                batch, _check_rankings(spec.first_stage or "", batch, candidates), strict=True
-                            )
+                            for q, r in zip(batch, first, strict=True)
                         ]
                         rankings = retriever.rerank(batch, candidates, spec.k)
                     else:
@@ -484,7 +487,7 @@ class Runner:
                         f"{type(exc).__name__}: {exc}. Completed queries are kept in {results_path}; "
                         "run the same command again to resume."
                     ) from exc
-                rankings = _check_rankings(spec.retriever, batch, rankings)
+                rankings = _check_rankings(spec.retriever, batch, rankings, spec.k)
                 per_query_ms = 1000 * (time.perf_counter() - began) / len(batch)
                 for query, ranking in zip(batch, rankings, strict=True):
                     ranking = clean_ranking(spec.retriever, query, ranking, is_candidate, dropped).top(spec.k)
@@ -569,13 +572,17 @@ def candidate_mask(skb: SKB) -> np.ndarray:
     return mask
 
 
-def _check_rankings(name: str, batch: Sequence[Query], rankings: Any) -> list[Ranking]:
+def _check_rankings(name: str, batch: Sequence[Query], rankings: Any, k: int) -> list[Ranking]:
     if not isinstance(rankings, Sequence) or len(rankings) != len(batch):
         count = len(rankings) if isinstance(rankings, Sequence) else type(rankings).__name__
         raise HarnessError(f"retriever {name!r} returned {count} rankings for {len(batch)} queries")
-    for ranking in rankings:
+    for query, ranking in zip(batch, rankings, strict=True):
         if not isinstance(ranking, Ranking):
             raise HarnessError(f"retriever {name!r} returned {type(ranking).__name__}, not a Ranking")
+        if len(ranking.ids) > k:
+            raise HarnessError(
+                f"retriever {name!r}, query {query.id}: {len(ranking.ids)} results, asked for at most {k}"
+            )
     return list(rankings)
 
 

@@ -368,13 +368,11 @@ def _recompute(
     datasets: _Datasets,
     result: Validation,
 ) -> None:
-    from harness.metrics import evaluate, hit_matrix, means, parse_metrics
+    from harness.metrics import METRICS_VERSION, evaluate, hit_matrix, means, parse_metrics
     from harness.plugins import get_plugin_manager
     from harness.queries import sample
     from harness.runner import candidate_mask
     from harness.trec import read_run
-
-    from harness.metrics import METRICS_VERSION
 
     if row.versions.metrics != METRICS_VERSION:
         result.problems.append(

@@ -70,8 +70,8 @@ GOOD_SCRIPT = {
     3: ([0, 1, 2], [1.0 + 1e-12, 1.0 + 5e-13, 1.0]),
     4: ([1, 0, 4], [-0.5, -1.0, -1.0]),
     5: ([], []),
-    # 5 and 6 are brands (not candidates), 2 is returned twice: all dropped, order kept
-    6: ([5, 0, 6, 2, 0, 2], [9.0, 8.0, 7.0, 6.0, 5.0, 4.0]),
+    # 5 and 6 are brands (not candidates), 0 is returned twice: dropped, order kept
+    6: ([5, 0, 6, 2, 0], [9.0, 8.0, 7.0, 6.0, 5.0]),
     # no candidate answer: zero everywhere, and still counted by trec_eval -c (a relevance-0 line)
     7: ([0, 1], [2.0, 1.0]),
 }
@@ -130,7 +130,7 @@ def test_ties_zeros_and_dropped_ids_agree_everywhere(manager: PluginManager, tmp
     assert per_query[3]["mrr"] == pytest.approx(1 / 3)
     assert per_query[4]["hit@1"] == 0.0 and per_query[4]["mrr"] == 0.5
     assert all(v == 0.0 for v in per_query[5].values())
-    # brands dropped, the repeat of 2 dropped: 0 then 2, so the answer is at rank 2
+    # brands dropped, the repeat of 0 dropped: 0 then 2, so the answer is at rank 2
     assert per_query[6]["mrr"] == 0.5
     assert all(v == 0.0 for v in per_query[7].values())
     assert "7 0 5 0" in (run_dir / "qrels.trec").read_text().splitlines()
@@ -203,6 +203,8 @@ def test_a_run_file_whose_scores_do_not_follow_its_ranks_is_refused(manager: Plu
         ({1: ([0, 1], [1.0, 2.0])}, r"query 1: scores must not increase .* rank 1 has 1.0 and rank 2 has 2.0"),
         ({1: ([0, 1], [1.0, float("nan")])}, r"query 1: score nan at rank 2 is not a finite number"),
         ({1: ([0, 99], [2.0, 1.0])}, r"query 1: id 99 is not a node of the SKB"),
+        ({1: ([0, 1, 2, 3, 4, 0], [6.0, 5.0, 4.0, 3.0, 2.0, 1.0])}, r"query 1: 6 results, asked for at most 5"),
+        ({1: ([0.0, 12.7], [2.0, 1.0])}, r"ranking ids must be integer node ids, got 12.7"),
         # float32's lowest value as a mask: ties there could not be written apart
         ({1: ([0, 1], [-3.4028234663852886e38] * 2)}, r"query 1: score -3.40\d+e\+38 at rank 1 is beyond ±1e\+37"),
     ],
@@ -336,3 +338,21 @@ def test_every_published_row_agrees_with_trec_eval() -> None:
         counts = check_run(row.model_dump(mode="json"), run_dir / "per_query.jsonl", trec, qrels)
         confirmed += counts["pytrec_eval"]
     assert confirmed > 1000
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"metrics": []}, "no metrics requested"),
+        ({"sample_fraction": 0.0}, r"--sample must be a fraction in \(0, 1\], got 0.0"),
+        ({"sample_fraction": 1.5}, r"--sample must be a fraction in \(0, 1\], got 1.5"),
+    ],
+)
+def test_requests_that_used_to_fall_back_silently_are_refused(
+    manager: PluginManager, kwargs: dict, message: str
+) -> None:
+    registry = parse_registry(REGISTRY, "r.yaml")
+    with pytest.raises(HarnessError, match=message):
+        resolve(registry, manager.components, **kwargs)
+    result = CliRunner().invoke(cli, ["run", "--metrics", ",", "--dry-run"])
+    assert result.exit_code != 0 and "no metrics requested" in result.output
