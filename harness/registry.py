@@ -109,7 +109,11 @@ def parse_registry(text: str, source: str) -> Registry:
     except yaml.YAMLError as exc:
         raise HarnessError(f"{source}: not valid YAML: {exc}") from exc
     if data is None:
-        data = {}
+        # an empty ./registry.yaml would otherwise hide the shipped registry without a word
+        raise HarnessError(
+            f"{source}: the registry is empty; delete it to use the shipped registry, or give it datasets, "
+            "retrievers or conditions"
+        )
     if not isinstance(data, dict):
         raise HarnessError(f"{source}: the registry must be a mapping with datasets/retrievers/conditions")
     try:
@@ -144,8 +148,8 @@ def load_registry(path: str | os.PathLike[str] | None = None) -> Registry:
         if candidate.exists():
             try:
                 text = candidate.read_text(encoding="utf-8")
-            except OSError as exc:
-                raise HarnessError(f"cannot read registry {candidate}: {exc}") from exc
+            except (OSError, UnicodeDecodeError) as exc:
+                raise HarnessError(f"cannot read registry {candidate} (UTF-8 YAML expected): {exc}") from exc
             return parse_registry(text, str(candidate))
         if explicit:
             raise HarnessError(f"registry file {candidate} does not exist")

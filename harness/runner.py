@@ -337,14 +337,14 @@ class Runner:
         results_path = run_dir / "results.jsonl"
         if self.fresh and results_path.exists():
             results_path.unlink()
-        done = _read_results(results_path, {q.id for q in queries})
+        notes: list[str] = []
+        done = _read_results(results_path, {q.id for q in queries}, notes)
         pending = [q for q in queries if q.id not in done]
 
         build_path = run_dir / "build.json"
-        build_seconds = json.loads(build_path.read_text())["seconds"] if build_path.exists() else 0.0
+        build_seconds = _read_build_seconds(build_path)
         retriever_obj: Retriever | None = None
         usage: dict[str, Any] = {}
-        notes: list[str] = []
         if spec.dropped_metrics:
             notes.append(f"left out {', '.join(spec.dropped_metrics)}: deeper than the ranking can be")
         if pending:
@@ -632,8 +632,33 @@ def clean_ranking(
     return ranking if keep.all() else Ranking(ids[keep], scores[keep])
 
 
-def _read_results(path: Path, wanted: set[int]) -> dict[int, dict[str, Any]]:
-    """Completed queries from the resume log; a torn last line is dropped and truncated."""
+def _read_build_seconds(path: Path) -> float:
+    """The recorded index build time; a file cut short by an interruption counts as unknown (0)."""
+    try:
+        seconds = json.loads(path.read_text(encoding="utf-8"))["seconds"]
+        return float(seconds) if isinstance(seconds, int | float) and seconds >= 0 else 0.0
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0
+
+
+def _valid_record(record: Any) -> bool:
+    """One resume-log line as the runner writes it (anything else is not trusted)."""
+    if not isinstance(record, dict) or not isinstance(record.get("qid"), int):
+        return False
+    ids, scores = record.get("ids"), record.get("scores")
+    if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        return False
+    if not isinstance(scores, list) or len(scores) != len(ids):
+        return False
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v) for v in scores):
+        return False
+    latency = record.get("latency_ms")
+    return isinstance(latency, int | float) and not isinstance(latency, bool) and latency >= 0
+
+
+def _read_results(path: Path, wanted: set[int], notes: list[str] | None = None) -> dict[int, dict[str, Any]]:
+    """Completed queries from the resume log. The log is cut at the first line that is torn
+    (an interruption) or not what the runner writes; what followed is searched again."""
     if not path.exists():
         return {}
     results: dict[int, dict[str, Any]] = {}
@@ -644,15 +669,17 @@ def _read_results(path: Path, wanted: set[int]) -> dict[int, dict[str, Any]]:
                 break
             try:
                 record = json.loads(raw)
-                qid = int(record["qid"])
-            except (ValueError, KeyError, TypeError):
+            except ValueError:
                 break
-            if not isinstance(record.get("ids"), list) or "latency_ms" not in record:
-                break
+            if not _valid_record(record):
+                break  # from here on the log is not the runner's: those queries are searched again
+            qid = record["qid"]
             if qid in wanted:
                 results[qid] = record
             good_bytes += len(raw)
     if good_bytes != path.stat().st_size:
+        if notes is not None:
+            notes.append(f"{path}: cut at byte {good_bytes} (a torn or foreign line); those queries run again")
         with path.open("r+b") as handle:
             handle.truncate(good_bytes)
     return results

@@ -218,3 +218,37 @@ def test_reranker_is_composed_with_its_first_stage(manager: PluginManager, tmp_p
     bare = parse_registry(TINY_REGISTRY + "  reverse: {plugin: reverse}\n", "r.yaml")
     with pytest.raises(HarnessError, match="is a reranker; give it a first_stage"):
         resolve(bare, manager.components, retriever="reverse")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"qid": 3, "ids": ["x"], "scores": [1.0], "latency_ms": 1.0}\n',  # valid JSON, wrong shape
+        '{"qid": 3, "ids": [0, 1], "scores": [1.0], "latency_ms": 1.0}\n',  # lengths differ
+        '{"qid": "3", "ids": [0], "scores": [1.0], "latency_ms": 1.0}\n',
+        '{"qid": 3, "ids": [0], "scores": [NaN], "latency_ms": 1.0}\n',
+        "[1, 2, 3]\n",
+    ],
+)
+def test_a_foreign_resume_log_line_is_cut_and_searched_again(manager: PluginManager, tmp_path: Path, line: str) -> None:
+    first = _run(manager, tmp_path, retriever="flaky")
+    results = first.run_dir / "results.jsonl"
+    kept = results.read_text().splitlines(keepends=True)[:2]
+    results.write_text("".join(kept) + line + '{"qid": 4, "ids": [0], "scores": [1.0], "latency_ms": 1.0}\n')
+    (first.run_dir / "build.json").write_text('{"seconds": 1.')  # cut short too
+    FlakyRetriever.searched = []
+    again = _run(manager, tmp_path, retriever="flaky")
+    assert again.resumed_queries == 2 and sorted(FlakyRetriever.searched) == [3, 4]
+    assert any("cut at byte" in note for note in again.notes)
+    assert again.row.metrics == first.row.metrics
+
+
+def test_an_empty_or_undecodable_registry_is_an_error_not_a_silent_fallback(tmp_path: Path) -> None:
+    from harness.registry import load_registry
+
+    (tmp_path / "registry.yaml").write_text("")
+    with pytest.raises(HarnessError, match="the registry is empty; delete it to use the shipped registry"):
+        load_registry()
+    (tmp_path / "registry.yaml").write_bytes("datasets: {caf\xe9: {plugin: x}}\n".encode("latin-1"))
+    with pytest.raises(HarnessError, match=r"cannot read registry registry.yaml \(UTF-8 YAML expected\)"):
+        load_registry()
