@@ -17,12 +17,51 @@ from pathlib import Path
 from typing import IO, Any
 
 
+def temp_prefix(target: Path) -> str:
+    """The name prefix of temporary siblings of ``target``: ``.NAME.PID.`` — the process id
+    lets a later run tell a leftover of a killed process from another process's work."""
+    return f".{target.name}.{os.getpid()}."
+
+
+def clean_stale(target: Path) -> None:
+    """Delete temporary siblings of ``target`` (files or directories) left by processes that
+    no longer run — a ``kill -9`` skips every cleanup."""
+    try:
+        siblings = list(target.parent.glob(f".{glob_escape(target.name)}.*"))
+    except OSError:
+        return
+    for sibling in siblings:
+        pid = sibling.name[len(target.name) + 2 :].split(".", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+            continue
+        if sibling.is_dir() and not sibling.is_symlink():
+            _rmtree(sibling)
+        else:
+            with contextlib.suppress(OSError):
+                sibling.unlink()
+
+
+def glob_escape(name: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[]" else c for c in name)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # exists but is not ours
+    return True
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[Any]]:
     """Open a temporary file beside ``path``; rename it over ``path`` only on success."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    clean_stale(target)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=temp_prefix(target), suffix=".tmp")
     try:
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
             yield handle
@@ -41,7 +80,8 @@ def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Build a directory under a temporary name; move it into place only on success."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
+    clean_stale(target)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=temp_prefix(target), suffix=".tmp"))
     tmp.chmod(0o777 & ~_umask())  # mkdtemp makes it private; the result is an ordinary directory
     try:
         yield tmp

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from harness.errors import HarnessError
-from harness.io import atomic_write, replace_dir
+from harness.io import atomic_write, clean_stale, replace_dir, temp_prefix
 from harness.leaderboard import LeaderboardRow, read_rows, run_dir_of
 
 TEXT_COLUMNS = {"retriever", "regime", "LLM", "date", "harness"}
@@ -56,7 +56,8 @@ def publish(source: str | Path, out: str | Path, metrics: list[str] | None = Non
         by_dataset[row.dataset.name].append(row)
     datasets = sorted(by_dataset)
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    clean_stale(out)
+    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=temp_prefix(out), suffix=".tmp"))
     try:
         files: dict[str, str] = {MARKER: "written by `harness leaderboard publish`; replaced on the next publish\n"}
         sections = []

@@ -37,7 +37,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from harness.errors import HarnessError
-from harness.io import atomic_write, replace_dir, stable_hash, write_json
+from harness.io import atomic_write, clean_stale, replace_dir, stable_hash, temp_prefix, write_json
 from harness.leaderboard import LeaderboardRow, json_schema, read_rows, row_path, run_dir_of, write_merged
 
 MANIFEST = "manifest.json"
@@ -591,7 +591,8 @@ def merge(
             )
         actions = _plan(results, existing, supersede)
         directories = {r.source: e.directory for r, e in zip(results, entries, strict=True)}
-        staging = Path(tempfile.mkdtemp(dir=into.parent, prefix=f".{into.name}.", suffix=".merge"))
+        clean_stale(into)
+        staging = Path(tempfile.mkdtemp(dir=into.parent, prefix=temp_prefix(into), suffix=".merge"))
         try:
             if into.exists():
                 shutil.copytree(into, staging, dirs_exist_ok=True)

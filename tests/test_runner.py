@@ -252,3 +252,26 @@ def test_an_empty_or_undecodable_registry_is_an_error_not_a_silent_fallback(tmp_
     (tmp_path / "registry.yaml").write_bytes("datasets: {caf\xe9: {plugin: x}}\n".encode("latin-1"))
     with pytest.raises(HarnessError, match=r"cannot read registry registry.yaml \(UTF-8 YAML expected\)"):
         load_registry()
+
+
+def test_temporary_files_of_a_killed_process_are_cleaned_by_the_next_write(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from harness.io import atomic_write, temp_prefix
+
+    target = tmp_path / "run.trec"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)  # a process that has exited: what a kill -9 leaves looks like this
+    (tmp_path / f".run.trec.{pid}.abc123.tmp").write_text("half a file")
+    (tmp_path / f".run.trec.{pid}.def456.tmp").mkdir()
+    mine = tmp_path / f"{temp_prefix(target)}ghi789.tmp"  # this process is alive: not touched
+    mine.write_text("in progress")
+    with atomic_write(target) as handle:
+        handle.write("1 Q0 a 1 1.0 x\n")
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == sorted(["run.trec", mine.name])
+    ignored = subprocess.run(
+        ["git", "check-ignore", "-q", f"leaderboard/rows/.x.json.{pid}.abc.tmp"], cwd=Path(__file__).parent.parent
+    )
+    assert ignored.returncode == 0
