@@ -145,10 +145,17 @@ def run(
     else:
         targets.append((dataset, split))
     params = {"data_dir": data_dir} if data_dir else None
-    specs = [
-        resolve(registry, components, retriever, d, s, k, metric_list, sample, seed, dataset_params=params)
-        for d, s in targets
-    ]
+    specs = []
+    errors: list[str] = []
+    for d, s in targets:
+        try:
+            specs.append(resolve(registry, components, retriever, d, s, k, metric_list, sample, seed, params))
+        except HarnessError as exc:
+            if not run_all:
+                raise
+            # one dataset whose plugin failed to load must not cost the others (as with missing data)
+            errors.append(f"{d}/{s}: {exc}")
+            console.print(f"[red]cannot run[/red] {d}/{s}: {exc}", highlight=False)
     if dry_run:
         data = [
             {
@@ -168,6 +175,9 @@ def run(
                     f"would run {item['run']}" + (f" (condition {item['condition']})" if item["condition"] else ""),
                     markup=False,
                 )
+        if errors:
+            click.echo(f"error: {len(errors)} of {len(targets)} runs cannot run:\n  " + "\n  ".join(errors), err=True)
+            sys.exit(2)
         return
     failed = False
     outcomes = []
@@ -182,13 +192,12 @@ def run(
             fresh=fresh,
             registry=registry,
         )
-        errors: list[str] = []
         for spec in specs:
             console.print(f"[bold]running[/bold] {spec.describe()}", markup=True, highlight=False)
             try:
                 outcome = runner.run(spec)
             except HarnessError as exc:
-                if len(specs) == 1:
+                if len(targets) == 1:
                     raise
                 # With several runs, one that cannot run (e.g. data not available) must not
                 # cost the others; it is reported and the exit status says so.
@@ -216,7 +225,8 @@ def run(
         for outcome in outcomes:
             _print_outcome(outcome)
     if errors:
-        click.echo(f"error: {len(errors)} of {len(specs)} runs failed:\n  " + "\n  ".join(errors), err=True)
+        total = len(targets)
+        click.echo(f"error: {len(errors)} of {total} runs failed:\n  " + "\n  ".join(errors), err=True)
         sys.exit(2)
     if check and failed:
         sys.exit(1)

@@ -147,3 +147,21 @@ def test_harness_entry_point_runs_as_a_program() -> None:
     )
     assert any(p["name"] == "bm25" for p in json.loads(result.stdout))
     assert callable(main)
+
+
+def test_all_runs_the_datasets_it_can_when_one_plugin_failed_to_load(tiny_plugins, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    registry = tmp_path / "r.yaml"
+    registry.write_text(
+        "defaults: {retriever: bm25, split: test, k: 3}\n"
+        "datasets:\n  gone: {plugin: gone-plugin, splits: [test]}\n  tiny: {plugin: tiny, splits: [test]}\n"
+        "retrievers:\n  bm25: {plugin: bm25}\n"
+    )
+    result = CliRunner().invoke(
+        cli,
+        ["run", "--all", "--registry", str(registry), "--no-leaderboard", "--metrics", "hit@1,mrr", "--format", "json"],
+    )
+    assert result.exit_code == 2, result.output
+    assert "1 of 2 runs failed" in result.output and "gone/test: unknown dataset 'gone-plugin'" in result.output
+    assert (tmp_path / "runs").is_dir() and any(
+        p.name.startswith("tiny-test-bm25-") for p in (tmp_path / "runs").iterdir()
+    )
