@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+import sysconfig
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,20 +25,47 @@ stdout = Console(soft_wrap=True)
 
 
 class _Group(click.Group):
-    """Turns :class:`HarnessError` into one line on stderr and exit status 2."""
+    """Turns an error into one line on stderr and exit status 2: the message, and for an
+    exception raised in code (a plugin's, say) the file and line it came from. ``--traceback``
+    or ``HARNESS_DEBUG=1`` prints the whole traceback as well."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except HarnessError as exc:
-            click.echo(f"error: {exc}", err=True)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
+            raise
+        except Exception as exc:
+            if ctx.meta.get("harness.traceback") or os.environ.get("HARNESS_DEBUG") == "1":
+                traceback.print_exception(exc)
+            message = str(exc) if isinstance(exc, HarnessError) else f"{type(exc).__name__}: {exc}"
+            where = _origin(exc)
+            click.echo(f"error: {message}" + (f" (at {where})" if where else ""), err=True)
             sys.exit(2)
+
+
+def _origin(exc: BaseException) -> str | None:
+    """``file:line in function`` of the innermost frame of the exception that started it all."""
+    root: BaseException = exc
+    while root.__cause__ is not None:
+        root = root.__cause__
+    if isinstance(root, HarnessError) and root is exc:
+        return None  # the harness's own message says what is wrong; no frame needed
+    core = str(Path(__file__).resolve().parent)
+    stdlib = sysconfig.get_paths()["stdlib"]
+    # the deepest frame in a plugin or library, not in the harness itself or Python's stdlib
+    for frame in reversed(traceback.extract_tb(root.__traceback__)):
+        if not frame.filename.startswith((core, stdlib)):
+            return f"{frame.filename}:{frame.lineno} in {frame.name}"
+    return None
 
 
 @click.group(cls=_Group)
 @click.version_option(package_name="stark-harness")
-def cli() -> None:
+@click.option("--traceback", "show_traceback", is_flag=True, help="print the whole traceback of an error")
+@click.pass_context
+def cli(ctx: click.Context, show_traceback: bool) -> None:
     """Evaluate retrieval on semi-structured knowledge bases (STaRK and friends)."""
+    ctx.meta["harness.traceback"] = show_traceback
 
 
 def _registry_option(func: Any) -> Any:

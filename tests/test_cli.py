@@ -165,3 +165,35 @@ def test_all_runs_the_datasets_it_can_when_one_plugin_failed_to_load(tiny_plugin
     assert (tmp_path / "runs").is_dir() and any(
         p.name.startswith("tiny-test-bm25-") for p in (tmp_path / "runs").iterdir()
     )
+
+
+def test_a_plugin_exception_is_one_line_with_its_file_and_line(tmp_path: Path) -> None:
+    plugin = tmp_path / "boom_plugin.py"
+    plugin.write_text(
+        "import numpy as np\n"
+        "from harness.hookspecs import hookimpl\n"
+        "from harness.retriever import Ranking, Retriever\n\n"
+        "class Boom(Retriever):\n"
+        "    name = 'boom'\n"
+        "    def build(self, skb, context):\n"
+        "        pass\n"
+        "    def search(self, queries, k):\n"
+        "        raise KeyError('no such field')\n\n"
+        "@hookimpl\n"
+        "def register_retrievers(register):\n"
+        "    register(Boom)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    code = (
+        "import sys, boom_plugin; from harness.plugins import get_plugin_manager; "
+        "get_plugin_manager().register(boom_plugin, 'boom'); from harness.cli import cli; sys.argv[0] = 'harness'; "
+        "cli(sys.argv[1:])"
+    )
+    args = [sys.executable, "-c", code, "run", "-r", "boom", "--split", "val", "--no-leaderboard", "--sample", "0.05"]
+    short = subprocess.run(args, capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert short.returncode == 2
+    last = short.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: retriever 'boom' failed on queries") and "KeyError" in last
+    assert last.endswith(f"(at {plugin}:10 in search)") and "Traceback" not in short.stderr
+    full = subprocess.run([*args[:3], "--traceback", *args[3:]], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert "Traceback (most recent call last)" in full.stderr and full.returncode == 2
