@@ -19,6 +19,7 @@ from rich.table import Table
 
 from harness.errors import HarnessError
 from harness.plugins import COMPONENT_HOOKS, get_plugin_manager
+from harness.secrets import redact
 
 console = Console(stderr=True)
 stdout = Console(soft_wrap=True)
@@ -39,7 +40,7 @@ class _Group(click.Group):
                 traceback.print_exception(exc)
             message = str(exc) if isinstance(exc, HarnessError) else f"{type(exc).__name__}: {exc}"
             where = _origin(exc)
-            click.echo(f"error: {message}" + (f" (at {where})" if where else ""), err=True)
+            click.echo(redact(f"error: {message}" + (f" (at {where})" if where else "")), err=True)
             sys.exit(2)
 
 
@@ -78,7 +79,7 @@ def _registry_option(func: Any) -> Any:
 
 
 def _echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, default=str))
+    click.echo(redact(json.dumps(data, indent=2, default=str)))
 
 
 @contextmanager

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from harness.errors import HarnessError
 from harness.io import write_json
@@ -31,6 +31,13 @@ class ComponentInfo(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
     version: str = Field(description="component version")
     package: str | None = Field(None, description="distribution that provided it")
+    #: the parameters the component is built with, when they differ from the recorded ones
+    #: (URL credentials, which are recorded as ***); never serialised
+    _runtime_params: dict[str, Any] | None = PrivateAttr(default=None)
+
+    @property
+    def runtime_params(self) -> dict[str, Any]:
+        return self._runtime_params if self._runtime_params is not None else self.params
 
 
 class Latency(BaseModel):

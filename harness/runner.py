@@ -38,6 +38,7 @@ from harness.plugins import Components, PluginManager
 from harness.queries import Query, sample
 from harness.registry import Condition, DatasetEntry, Registry, RetrieverEntry
 from harness.retriever import BuildContext, ProgressFactory, ProgressTask, Ranking, Reranker, Retriever
+from harness.secrets import check_no_secrets, redacted
 from harness.skb import SKB
 from harness.trec import write_qrels, write_run
 
@@ -283,13 +284,18 @@ class Runner:
         components = self.plugins.components
         cls = components.get(kind, plugin)
         owner = components.owner[(kind, plugin)]
-        return ComponentInfo(
+        check_no_secrets(params, f"{kind} {name!r}")
+        full = effective_params(cls, params)
+        info = ComponentInfo(
             name=name,
             plugin=plugin,
-            params=effective_params(cls, params),
+            params=redacted(full),  # what is recorded: URL credentials as ***
             version=str(getattr(cls, "version", "0")),
             package=self.plugins.distributions.get(owner),
         )
+        if info.params != full:
+            info._runtime_params = full
+        return info
 
     # -- running ---------------------------------------------------------------------
     def run(self, spec: RunSpec) -> RunOutcome:
@@ -427,7 +433,7 @@ class Runner:
     def _uses(self, info: ComponentInfo, seen: tuple[str, ...] = ()) -> list[ComponentInfo]:
         """The retrievers a composite builds on, recursively, resolved through the registry."""
         cls = self.plugins.components.get("retriever", info.plugin)
-        names = _construct(cls, info.params, f"retriever {info.name!r}").uses()
+        names = _construct(cls, info.runtime_params, f"retriever {info.name!r}").uses()
         found: list[ComponentInfo] = []
         for name in names:
             if name in seen or name == info.name:
@@ -438,7 +444,7 @@ class Runner:
 
     def _build(self, info: ComponentInfo, skb: SKB, dataset: Dataset, context: BuildContext) -> Retriever:
         cls = self.plugins.components.get("retriever", info.plugin)
-        retriever: Retriever = _construct(cls, info.params, f"retriever {info.name!r}")
+        retriever: Retriever = _construct(cls, info.runtime_params, f"retriever {info.name!r}")
         try:
             if retriever.regime == "trained":
                 queries = dataset.load_queries()

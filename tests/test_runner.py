@@ -275,3 +275,37 @@ def test_temporary_files_of_a_killed_process_are_cleaned_by_the_next_write(tmp_p
         ["git", "check-ignore", "-q", f"leaderboard/rows/.x.json.{pid}.abc.tmp"], cwd=Path(__file__).parent.parent
     )
     assert ignored.returncode == 0
+
+
+class EndpointRetriever(FlakyRetriever):
+    """Records the endpoint it was built with (as a plugin talking to a server would)."""
+
+    name = "endpoint"
+    seen: ClassVar[list[str]] = []
+
+    def __init__(self, endpoint: str = "", llm_params: dict | None = None) -> None:
+        super().__init__(endpoint=endpoint, llm_params=llm_params)
+        EndpointRetriever.seen.append(endpoint)
+
+
+def test_credentials_never_reach_what_is_written(manager: PluginManager, tmp_path: Path) -> None:
+    class Plugin:
+        @hookimpl
+        def register_retrievers(self, register):  # type: ignore[no-untyped-def]
+            register(EndpointRetriever)
+
+    manager.register(Plugin(), "endpoint-plugin")
+    secret = TINY_REGISTRY + "  keyed: {plugin: endpoint, params: {llm_params: {api_key: sk-live-123}}}\n"
+    with pytest.raises(HarnessError, match=r"parameter 'llm_params.api_key' holds a credential.*environment"):
+        Runner(manager, output_dir=tmp_path / "runs", leaderboard_dir=None, device="cpu").run(
+            resolve(parse_registry(secret, "r.yaml"), manager.components, retriever="keyed")
+        )
+    url = TINY_REGISTRY + '  remote: {plugin: endpoint, params: {endpoint: "https://me:hunter2@127.0.0.1:9/v1"}}\n'
+    EndpointRetriever.seen = []
+    outcome = Runner(manager, output_dir=tmp_path / "runs", leaderboard_dir=tmp_path / "lb", device="cpu").run(
+        resolve(parse_registry(url, "r.yaml"), manager.components, retriever="remote")
+    )
+    assert "https://me:hunter2@127.0.0.1:9/v1" in EndpointRetriever.seen  # the plugin gets the real URL
+    assert outcome.row.retriever.params["endpoint"] == "https://***@127.0.0.1:9/v1"
+    written = [p for p in [*outcome.run_dir.rglob("*"), *(tmp_path / "lb").rglob("*")] if p.is_file()]
+    assert written and not [p for p in written if b"hunter2" in p.read_bytes()]
