@@ -138,11 +138,28 @@ def _leaderboard_entries(root: Path) -> list[RunEntry]:
     return entries
 
 
+#: Limits on a submission archive, checked from its headers before anything is extracted
+#: (a STaRK-Amazon run of 9,100 queries × 100 results is ~40 MB of TREC text).
+MAX_MEMBER_BYTES = 512 << 20
+MAX_TOTAL_BYTES = 2 << 30
+MAX_MEMBERS = 10_000
+
+
 def _open_archive(path: Path, workdir: Path) -> list[RunEntry]:
     try:
         with tarfile.open(path, "r:*") as archive:
+            members = archive.getmembers()
+            too_big = [m for m in members if m.size > MAX_MEMBER_BYTES]
+            if too_big or len(members) > MAX_MEMBERS or sum(m.size for m in members) > MAX_TOTAL_BYTES:
+                what = (
+                    f"{too_big[0].name} is {too_big[0].size:,} bytes (limit {MAX_MEMBER_BYTES:,})"
+                    if too_big
+                    else f"{len(members):,} members, {sum(m.size for m in members):,} bytes "
+                    f"(limits {MAX_MEMBERS:,} and {MAX_TOTAL_BYTES:,})"
+                )
+                raise HarnessError(f"{path}: refused before extracting: {what}")
             # The "data" filter refuses absolute paths, "..", links out of the tree and devices.
-            archive.extractall(workdir, filter="data")
+            archive.extractall(workdir, members=members, filter="data")
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise HarnessError(f"{path}: not a readable submission archive: {exc}") from None
     try:
@@ -313,6 +330,7 @@ def _check_config(row: LeaderboardRow, config: dict[str, Any], result: Validatio
     claimed = {
         "retriever": row.retriever.model_dump(exclude={"package"}),
         "first_stage": row.first_stage.model_dump(exclude={"package"}) if row.first_stage else None,
+        "uses": [info.model_dump(exclude={"package"}) for info in row.uses],
         "dataset": row.dataset.model_dump(exclude={"package"}),
         "skb": row.dataset_fingerprint,
         "split": row.split,
@@ -435,6 +453,12 @@ def _recompute(
         result.problems.append(f"cannot recompute the metrics: {exc}")
         return
     hits, n_relevant = hit_matrix(ranked, [q.answer_ids for q in queries], candidate_mask(skb))
+    without = int((n_relevant == 0).sum())
+    if without != row.queries_without_candidate_answers:
+        result.problems.append(
+            f"queries_without_candidate_answers: the row says {row.queries_without_candidate_answers}, "
+            f"the dataset gives {without}"
+        )
     values = evaluate(metrics, hits, n_relevant)
     for name, recomputed in values.items():
         claimed = np.asarray([r["metrics"][name] for r in records])

@@ -367,3 +367,32 @@ def test_concurrent_merges_keep_both(runs: dict[str, Path], tmp_path: Path) -> N
     assert errors == []
     assert {r.retriever.name for r in read_rows(board)} == {"bm25", "bm25-strong"}
     assert (board / "CHANGELOG.md").read_text().count("\n## ") == 2
+
+
+def test_an_archive_over_the_size_limits_is_refused_before_extracting(
+    runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import harness.submission as submission
+
+    archive = tmp_path / "big.tar.gz"
+    bundle([runs["bm25"]], archive)
+    monkeypatch.setattr(submission, "MAX_MEMBER_BYTES", 100)  # the run's files are larger
+    work = tmp_path / "work"
+    with pytest.raises(HarnessError, match=r"refused before extracting: .* bytes \(limit 100\)"):
+        collect(archive, work)
+    assert not work.exists() or not any(work.rglob("*"))
+
+
+def test_uses_and_queries_without_candidate_answers_are_verified(runs: dict[str, Path], tmp_path: Path) -> None:
+    run = tmp_path / "tampered"
+    shutil.copytree(runs["bm25"], run)
+    row = json.loads((run / "row.json").read_text())
+    row["queries_without_candidate_answers"] = 3
+    (run / "row.json").write_text(json.dumps(row))
+    [result] = validate(collect(run, tmp_path / "w1"))
+    assert any("queries_without_candidate_answers: the row says 3, the dataset gives 0" in p for p in result.problems)
+    row["queries_without_candidate_answers"] = 0
+    row["uses"] = [{"name": "dense", "plugin": "dense", "params": {}, "version": "1", "package": None}]
+    (run / "row.json").write_text(json.dumps(row))
+    [result] = validate(collect(run, tmp_path / "w2"))
+    assert any("the row's uses differ from config.json" in p for p in result.problems)
