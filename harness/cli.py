@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from harness.errors import HarnessError
-from harness.plugins import COMPONENT_HOOKS, get_plugin_manager
+from harness.plugins import COMPONENT_HOOKS, clash_message, get_plugin_manager
 from harness.secrets import redact
 
 console = Console(stderr=True)
@@ -668,6 +668,8 @@ def main() -> None:
     for failure in manager.failures:
         if failure.hook in (None, "register_commands"):
             console.print(f"[yellow]warning:[/yellow] plugin {failure.plugin!r} failed to load: {failure.error}")
+    for message in sorted({clash_message(k, n, o) for (k, n), o in manager.components.clashes.items()}):
+        console.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
     cli()
 
 

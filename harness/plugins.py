@@ -4,7 +4,9 @@ Plugins are found through the ``harness`` entry-point group, first-party and thi
 alike. ``HARNESS_PLUGINS`` (comma-separated entry-point names) restricts which load;
 an empty value loads none. A plugin that fails to import, or raises inside a hook, is
 recorded with its error and skipped; the others keep working. When two plugins register
-the same name, the plugin whose name sorts first keeps it and the other is reported.
+the same name, neither is used: the name is ambiguous, every command warns, and a run that
+names it stops with an error saying which plugins clash (uninstall one, or choose with
+``HARNESS_PLUGINS``). A plugin must never silently stand in for another.
 """
 
 from __future__ import annotations
@@ -55,8 +57,12 @@ class Components:
     by_kind: dict[str, dict[str, type[Any]]] = field(default_factory=dict)
     owner: dict[tuple[str, str], str] = field(default_factory=dict)
     failures: list[PluginFailure] = field(default_factory=list)
+    #: (kind, name) → every plugin that registered it, where more than one did
+    clashes: dict[tuple[str, str], list[str]] = field(default_factory=dict)
 
     def get(self, kind: str, name: str) -> type[Any]:
+        if (kind, name) in self.clashes:
+            raise HarnessError(clash_message(kind, name, self.clashes[(kind, name)]))
         found = self.by_kind.get(kind, {})
         if name not in found:
             known = ", ".join(sorted(found)) or "none installed"
@@ -148,14 +154,17 @@ class PluginManager:
                     self.failures.append(PluginFailure(plugin_name, _describe(exc), hook_name))
                     continue
                 for key, component in staged.items():
-                    if key in registered:
-                        owner = components.owner[(kind, key)]
-                        self.failures.append(
-                            PluginFailure(plugin_name, f"{kind} {key!r} is already registered by {owner}", hook_name)
-                        )
-                        continue
-                    registered[key] = component
-                    components.owner[(kind, key)] = plugin_name
+                    if (kind, key) in components.clashes:
+                        components.clashes[(kind, key)].append(plugin_name)
+                    elif key in registered:
+                        components.clashes[(kind, key)] = [components.owner.pop((kind, key)), plugin_name]
+                        del registered[key]
+                    else:
+                        registered[key] = component
+                        components.owner[(kind, key)] = plugin_name
+        for (kind, key), owners in components.clashes.items():
+            for owner in owners:
+                self.failures.append(PluginFailure(owner, clash_message(kind, key, owners), "register"))
         return components
 
     def add_commands(self, cli: Any) -> None:
@@ -186,6 +195,13 @@ class PluginManager:
             if failure.hook is None and hook is None:
                 rows.append({"name": failure.plugin, "hooks": [], "errors": [failure.error]})
         return rows
+
+
+def clash_message(kind: str, name: str, owners: list[str]) -> str:
+    return (
+        f"{kind} {name!r} is registered by {len(owners)} plugins ({', '.join(owners)}), so neither is used; "
+        f"uninstall one, or load only one with {ENV_VAR}=NAME,…"
+    )
 
 
 def _component_name(component: type[Any]) -> str:

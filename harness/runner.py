@@ -322,11 +322,11 @@ class Runner:
         )
         uses = self._uses(retriever_info)
         config = {
-            "retriever": retriever_info.model_dump(exclude={"package"}),
-            "first_stage": first_info.model_dump(exclude={"package"}) if first_info else None,
-            "uses": [info.model_dump(exclude={"package"}) for info in uses],
+            "retriever": retriever_info.model_dump(),
+            "first_stage": first_info.model_dump() if first_info else None,
+            "uses": [info.model_dump() for info in uses],
             "candidates": spec.retriever_entry.candidates if first_info else None,
-            "dataset": dataset_info.model_dump(exclude={"package"}),
+            "dataset": dataset_info.model_dump(),
             "skb": skb.fingerprint,
             # the evaluated queries themselves: an edited query must never reuse old results
             "queries": stable_hash([[q.id, q.text, list(q.answer_ids)] for q in queries]),

@@ -328,10 +328,10 @@ def _check_config(row: LeaderboardRow, config: dict[str, Any], result: Validatio
         result.problems.append(f"config.json does not hash to the row's config_hash {row.config_hash}")
         return
     claimed = {
-        "retriever": row.retriever.model_dump(exclude={"package"}),
-        "first_stage": row.first_stage.model_dump(exclude={"package"}) if row.first_stage else None,
-        "uses": [info.model_dump(exclude={"package"}) for info in row.uses],
-        "dataset": row.dataset.model_dump(exclude={"package"}),
+        "retriever": row.retriever.model_dump(),
+        "first_stage": row.first_stage.model_dump() if row.first_stage else None,
+        "uses": [info.model_dump() for info in row.uses],
+        "dataset": row.dataset.model_dump(),
         "skb": row.dataset_fingerprint,
         "split": row.split,
         "k": row.k,

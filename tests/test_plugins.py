@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -112,9 +114,20 @@ def test_bad_registrations_and_name_clashes(site: Path) -> None:
     manager = PluginManager()
     manager.components  # noqa: B018 - hooks run when components are first collected
     errors = [f.error for f in manager.failures if f.plugin == "clash"]
-    assert any("already registered by bm25" in e for e in errors)
+    assert any("retriever 'bm25' is registered by 2 plugins (bm25, clash), so neither is used" in e for e in errors)
     assert any("not a subclass of Metric" in e for e in errors)
-    assert manager.components.owner[("retriever", "bm25")] == "bm25"
+    # an impostor never stands in for the genuine plugin, whatever the names sort to
+    assert ("retriever", "bm25") not in manager.components.owner
+    with pytest.raises(HarnessError, match=r"retriever 'bm25' is registered by 2 plugins .*HARNESS_PLUGINS"):
+        manager.components.get("retriever", "bm25")
+    # and every command says so
+    result = subprocess.run(
+        [sys.executable, "-c", "from harness.cli import main; main()", "list", "--format", "json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *sys.path])},
+    )
+    assert "warning: retriever 'bm25' is registered by 2 plugins" in " ".join(result.stderr.split())
 
 
 def test_unknown_component_lists_known_ones(plugins: PluginManager) -> None:

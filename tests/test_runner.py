@@ -90,6 +90,9 @@ def test_bm25_on_tiny_skb_writes_row_runs_and_trec(manager: PluginManager, tmp_p
     assert row.metrics["hit@1"] == pytest.approx(1.0)
     assert row.metrics["recall@3"] == pytest.approx(1.0)
     assert row.retriever.package and row.retriever.package.startswith("stark-harness-bm25")
+    # the package and its version are part of the configuration: another release, another hash
+    config = json.loads((outcome.run_dir / "config.json").read_text())
+    assert config["retriever"]["package"] == row.retriever.package
     saved = read_rows(tmp_path / "lb")
     assert [r.config_hash for r in saved] == [row.config_hash]
     merged = json.loads((tmp_path / "lb" / "leaderboard.json").read_text())
