@@ -126,9 +126,13 @@ def _progress() -> Iterator[Any]:
     help="where run directories (per-query results, TREC runs) go",
 )
 @click.option(
-    "--leaderboard", "leaderboard_dir", type=click.Path(file_okay=False), default="leaderboard", show_default=True
+    "--leaderboard",
+    "leaderboard_dir",
+    type=click.Path(file_okay=False),
+    help="also write the row into this scratch leaderboard (the curated one changes only through "
+    "`harness leaderboard merge`)",
 )
-@click.option("--no-leaderboard", is_flag=True, help="do not write leaderboard rows")
+@click.option("--no-leaderboard", is_flag=True, hidden=True, help="the default; kept for older scripts")
 @click.option("--fresh", is_flag=True, help="discard earlier results of the same configuration")
 @click.option("--data-dir", type=click.Path(file_okay=False), help="local copy of the dataset's files (data_dir)")
 @click.option("--dry-run", is_flag=True, help="print what would run, run nothing")
@@ -147,7 +151,7 @@ def run(
     device: str,
     batch_size: int | None,
     output: str,
-    leaderboard_dir: str,
+    leaderboard_dir: str | None,
     no_leaderboard: bool,
     fresh: bool,
     data_dir: str | None,
@@ -156,7 +160,9 @@ def run(
     fmt: str,
     registry_path: str | None,
 ) -> None:
-    """Run a retriever on a dataset split; print metrics and write a leaderboard row."""
+    """Run a retriever on a dataset split; print metrics and write the run directory (row,
+    configuration, per-query results, TREC run and qrels). Nothing tracked changes: rows reach
+    the leaderboard through `harness submit` and `harness leaderboard merge`."""
     from harness.registry import load_registry
     from harness.runner import Runner, resolve
 

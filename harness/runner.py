@@ -250,7 +250,7 @@ class Runner:
         self,
         plugins: PluginManager,
         output_dir: str | Path = "runs",
-        leaderboard_dir: str | Path | None = "leaderboard",
+        leaderboard_dir: str | Path | None = None,
         device: str = "auto",
         batch_size: int | None = None,
         progress: ProgressFactory | None = None,
@@ -263,6 +263,12 @@ class Runner:
         self.plugins = plugins
         self.output_dir = Path(output_dir)
         self.leaderboard_dir = Path(leaderboard_dir) if leaderboard_dir is not None else None
+        if self.leaderboard_dir is not None and (self.leaderboard_dir / "CHANGELOG.md").exists():
+            raise HarnessError(
+                f"{self.leaderboard_dir} is a curated leaderboard (it has a CHANGELOG.md): it changes only through "
+                f"`harness submit RUN_DIR -o run.tar.gz` and `harness leaderboard merge run.tar.gz --into "
+                f"{self.leaderboard_dir}`"
+            )
         self.device = resolve_device(device)
         self.batch_size = batch_size
         self.progress: ProgressFactory = progress or (lambda description, total: ProgressTask())

@@ -32,7 +32,9 @@ def test_default_run_dry_run_and_check(tmp_path: Path) -> None:
     assert code == 0, out
     result = json.loads(out)[0]
     assert all(c["ok"] for c in result["checks"]) and len(result["checks"]) == 4
-    assert Path(result["row_path"]).exists() and (tmp_path / "leaderboard" / "leaderboard.json").exists()
+    # the run directory holds the row; nothing is written into a leaderboard unless asked
+    assert result["row_path"] is None and not (tmp_path / "leaderboard").exists()
+    assert (Path(result["run_dir"]) / "row.json").exists() and (Path(result["run_dir"]) / "qrels.trec").exists()
 
 
 def test_check_fails_when_expected_scores_are_missed(tmp_path: Path) -> None:
@@ -96,13 +98,13 @@ def test_describe_debian() -> None:
 
 
 def test_leaderboard_show_formats(tmp_path: Path) -> None:
-    invoke("run")
-    code, out, _ = invoke("leaderboard", "show", "--format", "markdown", "--metrics", "hit@1,mrr")
+    invoke("run", "--leaderboard", "board")
+    code, out, _ = invoke("leaderboard", "show", "board", "--format", "markdown", "--metrics", "hit@1,mrr")
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == "| dataset | split | retriever | n | hit@1 | mrr | ms/query | regime | date |"
     assert lines[2].startswith("| debian | test | bm25 | 111 | 55.86 | 68.82 |")
-    code, out, _ = invoke("leaderboard", "show")
+    code, out, _ = invoke("leaderboard", "show", "board")
     assert code == 0 and "bm25" in out
     code, out, _ = invoke("leaderboard", "schema")
     assert json.loads(out)["title"] == "LeaderboardRow"
@@ -197,3 +199,19 @@ def test_a_plugin_exception_is_one_line_with_its_file_and_line(tmp_path: Path) -
     assert last.endswith(f"(at {plugin}:10 in search)") and "Traceback" not in short.stderr
     full = subprocess.run([*args[:3], "--traceback", *args[3:]], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert "Traceback (most recent call last)" in full.stderr and full.returncode == 2
+
+
+def test_the_readme_commands_leave_a_fresh_clone_clean(tmp_path: Path) -> None:
+    """`harness run` then the test command, on a fresh clone: no tracked file changes, and the
+    curated leaderboard refuses a direct write."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
+    harness = [sys.executable, "-c", "from harness.cli import main; main()"]
+    ran = subprocess.run([*harness, "run", "--split", "val"], cwd=clone, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True)
+    assert status.stdout == ""
+    refused = subprocess.run(
+        [*harness, "run", "--split", "val", "--leaderboard", "leaderboard"], cwd=clone, capture_output=True, text=True
+    )
+    assert refused.returncode == 2 and "is a curated leaderboard" in refused.stderr
