@@ -17,6 +17,33 @@ from pathlib import Path
 from typing import IO, Any
 
 
+@contextlib.contextmanager
+def exclusive(path: str | os.PathLike[str], waiting: str = "") -> Iterator[None]:
+    """Hold an exclusive lock on the file ``path`` (``filelock``: also on Windows); print
+    ``waiting`` when another process holds it."""
+    import sys
+
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(os.fspath(path))
+    try:
+        lock.acquire(timeout=0.05)
+    except Timeout:
+        if waiting:
+            print(f"note: {waiting}", file=sys.stderr, flush=True)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def leaderboard_lock(directory: str | os.PathLike[str]) -> Path:
+    """The lock every writer of the leaderboard ``directory`` takes (merge, runs with --leaderboard)."""
+    directory = Path(directory)
+    return directory.with_name(f".{directory.name}.lock")
+
+
 def temp_prefix(target: Path) -> str:
     """The name prefix of temporary siblings of ``target``: ``.NAME.PID.`` — the process id
     lets a later run tell a leftover of a killed process from another process's work."""

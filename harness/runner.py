@@ -31,7 +31,7 @@ import numpy as np
 import harness
 from harness.dataset import Dataset
 from harness.errors import HarnessError
-from harness.io import atomic_write, stable_hash, write_json
+from harness.io import atomic_write, exclusive, leaderboard_lock, stable_hash, write_json
 from harness.leaderboard import ComponentInfo, Hardware, Latency, LeaderboardRow, Versions, write_row
 from harness.metrics import DEFAULT_METRICS, METRICS_VERSION, evaluate, hit_matrix, means, parse_metrics
 from harness.plugins import Components, PluginManager
@@ -345,92 +345,102 @@ class Runner:
         config_hash = stable_hash(config)
         run_dir = self.output_dir / f"{spec.dataset}-{spec.split}-{spec.retriever}-{config_hash}"
         run_dir.mkdir(parents=True, exist_ok=True)
-        write_json(run_dir / "config.json", config)
-        results_path = run_dir / "results.jsonl"
-        if self.fresh and results_path.exists():
-            results_path.unlink()
-        notes: list[str] = []
-        done = _read_results(results_path, {q.id for q in queries}, notes)
-        pending = [q for q in queries if q.id not in done]
+        # One process per configuration: a second run of it waits, then resumes from the first's
+        # results instead of searching the same queries into the same log.
+        with exclusive(run_dir / ".lock", f"another process is running {run_dir.name}; waiting for it"):
+            write_json(run_dir / "config.json", config)
+            results_path = run_dir / "results.jsonl"
+            if self.fresh and results_path.exists():
+                results_path.unlink()
+            notes: list[str] = []
+            done = _read_results(results_path, {q.id for q in queries}, notes)
+            pending = [q for q in queries if q.id not in done]
 
-        build_path = run_dir / "build.json"
-        build_seconds = _read_build_seconds(build_path)
-        retriever_obj: Retriever | None = None
-        usage: dict[str, Any] = {}
-        if spec.dropped_metrics:
-            notes.append(f"left out {', '.join(spec.dropped_metrics)}: deeper than the ranking can be")
-        if pending:
-            context = BuildContext(cache_dir=self.cache_dir, device=self.device, progress=self.progress)
-            context.build_retriever = lambda name: self._build(self._info_for(name), skb, dataset, context)
-            build_started = time.perf_counter()
-            first_obj = None
-            if first_info and spec.first_stage_entry:
-                first_obj = self._build(first_info, skb, dataset, context)
-            retriever_obj = self._build(retriever_info, skb, dataset, context)
-            build_seconds = time.perf_counter() - build_started
-            write_json(build_path, {"seconds": build_seconds})
-            notes += self._search(spec, retriever_obj, first_obj, pending, results_path, candidate_mask(skb))
-            usage = retriever_obj.usage()
-            if first_obj is not None:
-                for key, value in first_obj.usage().items():
-                    usage.setdefault(f"first_stage.{key}", value)
-            done = _read_results(results_path, {q.id for q in queries})
+            build_path = run_dir / "build.json"
+            build_seconds = _read_build_seconds(build_path)
+            retriever_obj: Retriever | None = None
+            usage: dict[str, Any] = {}
+            if spec.dropped_metrics:
+                notes.append(f"left out {', '.join(spec.dropped_metrics)}: deeper than the ranking can be")
+            if pending:
+                context = BuildContext(cache_dir=self.cache_dir, device=self.device, progress=self.progress)
+                context.build_retriever = lambda name: self._build(self._info_for(name), skb, dataset, context)
+                build_started = time.perf_counter()
+                first_obj = None
+                if first_info and spec.first_stage_entry:
+                    first_obj = self._build(first_info, skb, dataset, context)
+                retriever_obj = self._build(retriever_info, skb, dataset, context)
+                build_seconds = time.perf_counter() - build_started
+                write_json(build_path, {"seconds": build_seconds})
+                notes += self._search(spec, retriever_obj, first_obj, pending, results_path, candidate_mask(skb))
+                usage = retriever_obj.usage()
+                if first_obj is not None:
+                    for key, value in first_obj.usage().items():
+                        usage.setdefault(f"first_stage.{key}", value)
+                done = _read_results(results_path, {q.id for q in queries})
 
-        missing = [q.id for q in queries if q.id not in done]
-        if missing:
-            raise HarnessError(f"run {run_dir}: {len(missing)} queries have no results (first: {missing[:5]})")
-        ordered = [done[q.id] for q in queries]
-        metric_objs = parse_metrics(spec.metrics, self.plugins.components.by_kind["metric"])
-        mask = candidate_mask(skb)
-        hits, n_relevant = hit_matrix(
-            [np.asarray(r["ids"], dtype=np.int64) for r in ordered], [q.answer_ids for q in queries], mask
-        )
-        per_query = evaluate(metric_objs, hits, n_relevant)
-        gold = [
-            (sorted({int(a) for a in q.answer_ids if mask[a]}), sorted({int(a) for a in q.answer_ids if not mask[a]}))
-            for q in queries
-        ]
-        self._write_outputs(run_dir, spec, queries, ordered, per_query, gold)
+            missing = [q.id for q in queries if q.id not in done]
+            if missing:
+                raise HarnessError(f"run {run_dir}: {len(missing)} queries have no results (first: {missing[:5]})")
+            ordered = [done[q.id] for q in queries]
+            metric_objs = parse_metrics(spec.metrics, self.plugins.components.by_kind["metric"])
+            mask = candidate_mask(skb)
+            hits, n_relevant = hit_matrix(
+                [np.asarray(r["ids"], dtype=np.int64) for r in ordered], [q.answer_ids for q in queries], mask
+            )
+            per_query = evaluate(metric_objs, hits, n_relevant)
+            gold = [
+                (
+                    sorted({int(a) for a in q.answer_ids if mask[a]}),
+                    sorted({int(a) for a in q.answer_ids if not mask[a]}),
+                )
+                for q in queries
+            ]
+            self._write_outputs(run_dir, spec, queries, ordered, per_query, gold)
 
-        latencies = np.asarray([r["latency_ms"] for r in ordered], dtype=np.float64)
-        regime = (retriever_obj or self.plugins.components.get("retriever", spec.retriever_entry.plugin)).regime
-        row = LeaderboardRow(
-            retriever=retriever_info,
-            first_stage=first_info,
-            uses=uses,
-            dataset=dataset_info,
-            dataset_fingerprint=skb.fingerprint,
-            split=spec.split,
-            num_queries=len(queries),
-            queries_without_candidate_answers=no_candidate_answer,
-            sample=spec.sample,
-            k=spec.k,
-            metrics=means(per_query),
-            latency=Latency(
-                mean_ms=float(latencies.mean()),
-                p50_ms=float(np.percentile(latencies, 50)),
-                p95_ms=float(np.percentile(latencies, 95)),
-                batch_size=int(ordered[0].get("batch_size", 1)),
-            ),
-            index_build_seconds=round(build_seconds, 4),
-            total_seconds=round(time.perf_counter() - started, 4),
-            regime=regime,
-            usage=usage,
-            hardware=hardware(self.device),
-            versions=versions(),
-            config_hash=config_hash,
-            timestamp=datetime.now(UTC),
-            run_dir=os.path.relpath(run_dir) if not run_dir.is_absolute() else str(run_dir),
-        )
-        # The run directory is self-contained (row, configuration, per-query results, TREC run):
-        # what `harness submit` bundles and `harness leaderboard validate` recomputes.
-        write_json(run_dir / "row.json", row.model_dump(mode="json"))
-        path = write_row(self.leaderboard_dir, row) if self.leaderboard_dir is not None else None
-        checks = []
-        if spec.condition is not None:
-            for metric, expected in spec.condition.expected.items():
-                checks.append(CheckResult(metric, expected, row.metrics.get(metric), spec.condition.tolerance))
-        return RunOutcome(spec, row, run_dir, path, len(queries) - len(pending), checks, notes)
+            latencies = np.asarray([r["latency_ms"] for r in ordered], dtype=np.float64)
+            regime = (retriever_obj or self.plugins.components.get("retriever", spec.retriever_entry.plugin)).regime
+            row = LeaderboardRow(
+                retriever=retriever_info,
+                first_stage=first_info,
+                uses=uses,
+                dataset=dataset_info,
+                dataset_fingerprint=skb.fingerprint,
+                split=spec.split,
+                num_queries=len(queries),
+                queries_without_candidate_answers=no_candidate_answer,
+                sample=spec.sample,
+                k=spec.k,
+                metrics=means(per_query),
+                latency=Latency(
+                    mean_ms=float(latencies.mean()),
+                    p50_ms=float(np.percentile(latencies, 50)),
+                    p95_ms=float(np.percentile(latencies, 95)),
+                    batch_size=int(ordered[0].get("batch_size", 1)),
+                ),
+                index_build_seconds=round(build_seconds, 4),
+                total_seconds=round(time.perf_counter() - started, 4),
+                regime=regime,
+                usage=usage,
+                hardware=hardware(self.device),
+                versions=versions(),
+                config_hash=config_hash,
+                timestamp=datetime.now(UTC),
+                run_dir=os.path.relpath(run_dir) if not run_dir.is_absolute() else str(run_dir),
+            )
+            # The run directory is self-contained (row, configuration, per-query results, TREC run):
+            # what `harness submit` bundles and `harness leaderboard validate` recomputes.
+            write_json(run_dir / "row.json", row.model_dump(mode="json"))
+            path = None
+            if self.leaderboard_dir is not None:
+                # the lock `harness leaderboard merge` takes: a merge never swaps in a copy without this row
+                with exclusive(leaderboard_lock(self.leaderboard_dir), "waiting for a merge into the leaderboard"):
+                    path = write_row(self.leaderboard_dir, row)
+            checks = []
+            if spec.condition is not None:
+                for metric, expected in spec.condition.expected.items():
+                    checks.append(CheckResult(metric, expected, row.metrics.get(metric), spec.condition.tolerance))
+            return RunOutcome(spec, row, run_dir, path, len(queries) - len(pending), checks, notes)
 
     def _info_for(self, name: str) -> ComponentInfo:
         entry = resolve_retriever(self.registry, self.plugins.components, name)

@@ -17,8 +17,6 @@ gold answers of the dataset as installed here (its fingerprint must match the ro
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import gzip
 import hashlib
 import json
@@ -26,7 +24,7 @@ import platform
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
@@ -37,7 +35,16 @@ import numpy as np
 from pydantic import ValidationError
 
 from harness.errors import HarnessError
-from harness.io import atomic_write, clean_stale, replace_dir, stable_hash, temp_prefix, write_json
+from harness.io import (
+    atomic_write,
+    clean_stale,
+    exclusive,
+    leaderboard_lock,
+    replace_dir,
+    stable_hash,
+    temp_prefix,
+    write_json,
+)
 from harness.leaderboard import LeaderboardRow, json_schema, read_rows, row_path, run_dir_of, write_merged
 
 MANIFEST = "manifest.json"
@@ -601,7 +608,10 @@ def merge(
     """
     into = Path(into)
     into.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(into.with_name(f".{into.name}.lock")), tempfile.TemporaryDirectory() as work:
+    with (
+        exclusive(leaderboard_lock(into), f"waiting for another writer of {into}"),
+        tempfile.TemporaryDirectory() as work,
+    ):
         existing = read_rows(into) if (into / "rows").is_dir() else []
         entries = [e for i, path in enumerate(paths) for e in collect(path, Path(work) / str(i))]
         if not entries:
@@ -632,18 +642,6 @@ def merge(
             shutil.rmtree(staging, ignore_errors=True)
             raise
     return actions
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """One merge at a time per leaderboard: a second waits rather than swapping in a copy that
-    lacks the first one's rows."""
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _plan(results: Sequence[Validation], existing: Sequence[LeaderboardRow], supersede: bool) -> list[MergeAction]:

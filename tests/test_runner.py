@@ -312,3 +312,26 @@ def test_credentials_never_reach_what_is_written(manager: PluginManager, tmp_pat
     assert outcome.row.retriever.params["endpoint"] == "https://***@127.0.0.1:9/v1"
     written = [p for p in [*outcome.run_dir.rglob("*"), *(tmp_path / "lb").rglob("*")] if p.is_file()]
     assert written and not [p for p in written if b"hunter2" in p.read_bytes()]
+
+
+def test_two_processes_on_one_configuration_give_the_reference_metrics(tmp_path: Path) -> None:
+    """Started together, the second waits for the first's lock and resumes from its results:
+    no query searched twice, none counted twice, the same row."""
+    import subprocess
+    import sys
+
+    harness = [sys.executable, "-c", "from harness.cli import main; main()"]
+    args = ["run", "--split", "val", "--metrics", "hit@1,recall@20,mrr", "--format", "json"]
+    reference = subprocess.run([*harness, *args, "--output", "reference"], capture_output=True, text=True)
+    assert reference.returncode == 0, reference.stderr
+    both = [
+        subprocess.Popen([*harness, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in "ab"
+    ]
+    outputs = [p.communicate(timeout=600) for p in both]
+    assert [p.returncode for p in both] == [0, 0], [err for _, err in outputs]
+    expected = json.loads(reference.stdout)[0]["row"]["metrics"]
+    for out, _ in outputs:
+        assert json.loads(out)[0]["row"]["metrics"] == expected
+    [run_dir] = list((tmp_path / "runs").iterdir())
+    qids = [json.loads(line)["qid"] for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert len(qids) == len(set(qids)) == 55
