@@ -460,6 +460,21 @@ def merge_cmd(submissions: tuple[str, ...], into: str, supersede: bool, data_dir
     stdout.print(f"merged {len(actions)} rows into {into} (see {Path(into) / 'CHANGELOG.md'})")
 
 
+@leaderboard.command(name="withdraw")
+@click.argument("retriever")
+@click.option("--from", "source", default="leaderboard", show_default=True, type=click.Path(file_okay=False))
+@click.option("--dataset", "-d", help="only this dataset's rows")
+@click.option("--split", "-s", help="only this split's rows")
+@click.option("--reason", required=True, help="why, for the changelog")
+def withdraw_cmd(retriever: str, source: str, dataset: str | None, split: str | None, reason: str) -> None:
+    """Take a retriever's rows (and their per-query results) off the leaderboard, with the
+    reason in CHANGELOG.md: for rows that can no longer be validated or reproduced."""
+    from harness.submission import withdraw
+
+    for row in withdraw(source, retriever, reason, dataset, split):
+        stdout.print(f"withdrew {row.dataset.name}/{row.split} {row.retriever.name} {row.config_hash}", highlight=False)
+
+
 @leaderboard.command(name="publish")
 @click.option("--from", "source", default="leaderboard", show_default=True, type=click.Path(file_okay=False))
 @click.option("--out", default="site", show_default=True, type=click.Path(file_okay=False))

@@ -712,11 +712,58 @@ def _apply(root: Path, action: MergeAction, source: Path) -> None:
     write_json(target_row, row.model_dump(mode="json"))
 
 
-def _write_changelog(root: Path, actions: Sequence[MergeAction], paths: Sequence[str | Path]) -> None:
+CHANGELOG_TITLE = "# Leaderboard changelog\n\nOne entry per `harness leaderboard merge` or `withdraw`, newest first.\n"
+_OLD_TITLES = ("# Leaderboard changelog\n\nOne entry per `harness leaderboard merge`, newest first.\n",)
+
+
+def _prepend_changelog(root: Path, entry: list[str]) -> None:
     path = root / "CHANGELOG.md"
-    title = "# Leaderboard changelog\n\nOne entry per `harness leaderboard merge`, newest first.\n"
-    old = path.read_text(encoding="utf-8") if path.exists() else title
-    body = old[len(title) :] if old.startswith(title) else "\n" + old
+    old = path.read_text(encoding="utf-8") if path.exists() else CHANGELOG_TITLE
+    title = next((t for t in (CHANGELOG_TITLE, *_OLD_TITLES) if old.startswith(t)), None)
+    body = old[len(title) :] if title else "\n" + old
+    with atomic_write(path) as handle:
+        handle.write(CHANGELOG_TITLE + "\n".join(entry) + "\n" + body)
+
+
+def withdraw(
+    into: str | Path, retriever: str, reason: str, dataset: str | None = None, split: str | None = None
+) -> list[LeaderboardRow]:
+    """Take the rows of ``retriever`` (optionally one dataset / split) off the leaderboard,
+    with their per-query results, and say why in the changelog. All or nothing, under the lock
+    every writer of the leaderboard takes."""
+    into = Path(into)
+    if not reason.strip():
+        raise HarnessError("withdraw: give the reason (--reason), it goes into the changelog")
+    with exclusive(leaderboard_lock(into), f"waiting for another writer of {into}"):
+        rows = [
+            r
+            for r in (read_rows(into) if (into / "rows").is_dir() else [])
+            if r.retriever.name == retriever and dataset in (None, r.dataset.name) and split in (None, r.split)
+        ]
+        if not rows:
+            raise HarnessError(f"withdraw: {into} has no row of {retriever!r} matching that; nothing changed")
+        clean_stale(into)
+        staging = Path(tempfile.mkdtemp(dir=into.parent, prefix=temp_prefix(into), suffix=".merge"))
+        try:
+            shutil.copytree(into, staging, dirs_exist_ok=True)
+            for row in rows:
+                row_path(staging, row).unlink(missing_ok=True)
+                if row.run_dir and not Path(row.run_dir).is_absolute():
+                    run = (staging / row.run_dir).resolve()
+                    if staging.resolve() in run.parents:
+                        shutil.rmtree(run, ignore_errors=True)
+            write_merged(staging)
+            entry = [f"\n## {datetime.now(UTC):%Y-%m-%d %H:%M} UTC — {len(rows)} withdrawn", "", reason.strip(), ""]
+            entry += [f"- withdrew {r.dataset.name}/{r.split} **{r.retriever.name}** `{r.config_hash}`" for r in rows]
+            _prepend_changelog(staging, entry)
+            replace_dir(staging, into)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    return rows
+
+
+def _write_changelog(root: Path, actions: Sequence[MergeAction], paths: Sequence[str | Path]) -> None:
     sources = []
     for p in paths:
         p = Path(p)
@@ -724,5 +771,4 @@ def _write_changelog(root: Path, actions: Sequence[MergeAction], paths: Sequence
     counts = ", ".join(f"{sum(a.kind == k for a in actions)} {k}" for k in ("added", "replaced", "superseded"))
     entry = [f"\n## {datetime.now(UTC):%Y-%m-%d %H:%M} UTC — {counts}", "", f"From {', '.join(sources)}.", ""]
     entry += [f"- {a.describe()}" for a in actions]
-    with atomic_write(path) as handle:
-        handle.write(title + "\n".join(entry) + "\n" + body)
+    _prepend_changelog(root, entry)

@@ -396,3 +396,20 @@ def test_uses_and_queries_without_candidate_answers_are_verified(runs: dict[str,
     (run / "row.json").write_text(json.dumps(row))
     [result] = validate(collect(run, tmp_path / "w2"))
     assert any("the row's uses differ from config.json" in p for p in result.problems)
+
+
+def test_withdraw_takes_rows_off_with_the_reason_in_the_changelog(runs: dict[str, Path], tmp_path: Path) -> None:
+    board = tmp_path / "leaderboard"
+    merge([runs["bm25"], runs["bm25-strong"]], board)
+    result = CliRunner().invoke(
+        cli, ["leaderboard", "withdraw", "bm25-strong", "--from", str(board), "--reason", "its index was built wrong"]
+    )
+    assert result.exit_code == 0, result.output
+    assert [r.retriever.name for r in read_rows(board)] == ["bm25"]
+    assert not list((board / "runs").rglob("bm25-strong-*"))
+    changelog = (board / "CHANGELOG.md").read_text()
+    assert "1 withdrawn" in changelog and "its index was built wrong" in changelog and changelog.count("\n## ") == 2
+    assert json.loads((board / "leaderboard.json").read_text())[0]["retriever"]["name"] == "bm25"
+    again = CliRunner().invoke(cli, ["leaderboard", "withdraw", "bm25-strong", "--from", str(board), "--reason", "x"])
+    assert again.exit_code == 2 and "nothing changed" in again.output
+    assert all(r.ok for r in validate(collect(board, tmp_path / "w")))
