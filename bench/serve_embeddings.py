@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.io import cache_root
-from harness_dense.embeddings import EmbeddingCache, LocalEncoder, embed_with_cache
+from harness_dense.embeddings import LocalEncoder, cache_for, embed_with_cache
 
 
 def main() -> None:
@@ -34,7 +34,7 @@ def main() -> None:
     args = parser.parse_args()
 
     encoder = LocalEncoder(args.model, max_length=args.max_length)
-    cache = EmbeddingCache(Path(cache_root()) / "embeddings" / encoder.identity)
+    cache = cache_for(encoder, Path(cache_root()))
     lock = threading.Lock()  # one forward pass at a time; the model is not re-entrant on CPU
 
     class Handler(http.server.BaseHTTPRequestHandler):

@@ -46,6 +46,7 @@ class FakeProvider(JSONHandler):
             fault = self.faults.popleft() if self.faults else "ok"
             self.log.append(
                 {
+                    "at": time.monotonic(),
                     "path": self.path,
                     "auth": self.headers.get("Authorization"),
                     "fault": fault,
@@ -53,8 +54,16 @@ class FakeProvider(JSONHandler):
                     "input_type": body.get("input_type"),
                 }
             )
-        if fault in ("429", "500", "503"):
+        if fault.startswith("429:"):  # a rate limit that says when to come back
+            self.send_raw(
+                429, b'{"detail": "slow down", "error": {"message": "slow down"}}', {"Retry-After": fault[4:]}
+            )
+        elif fault in ("429", "500", "503"):
             self.send_json(int(fault), {"error": {"message": f"injected {fault}", "type": "server_error"}})
+        elif fault == "html":  # a 200 that is not JSON (a proxy's error page)
+            self.send_raw(200, b"<html><body>502 Bad Gateway</body></html>", {"Content-Type": "text/html"})
+        elif fault in ("nan", "inf", "ragged", "short", "narrow"):
+            self.send_json(200, self._bad(body, fault))
         elif fault == "slow":
             time.sleep(1.5)
             self.send_json(200, self._ok(body))
@@ -67,6 +76,29 @@ class FakeProvider(JSONHandler):
             self.send_json(400, {"error": {"message": "invalid model", "type": "invalid_request_error"}})
         else:
             self.send_json(200, self._ok(body))
+
+    def send_raw(self, status: int, data: bytes, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        for name, value in {"Content-Type": "application/json", **headers}.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _bad(self, body: dict, fault: str) -> dict:
+        """A 200 reply in the right shape whose vectors are wrong."""
+        reply = self._ok(body)
+        first = reply["data"][0]["embedding"]
+        if fault in ("nan", "inf"):
+            first[3] = float(fault)  # json.dumps writes NaN / Infinity, which Python's parser accepts
+        elif fault == "ragged":
+            reply["data"][-1]["embedding"] = first[:-1]
+        elif fault == "short":
+            reply["data"] = reply["data"][:-1] if len(reply["data"]) > 1 else []
+        else:  # narrow: consistent, but not the dimension of the other replies
+            for item in reply["data"]:
+                item["embedding"] = item["embedding"][: DIM // 2]
+        return reply
 
     def _ok(self, body: dict) -> dict:
         tokens = sum(len(t.split()) for t in body["input"])
@@ -187,3 +219,59 @@ def test_multi_vector_with_api_embeddings(provider: type[FakeProvider], tmp_path
     )
     retriever.build(tiny_skb(), BuildContext(cache_dir=tmp_path))
     assert retriever.search([Query(1, "copper pot soups", (4,))], 2)[0].ids[0] == 4
+
+
+def _cached_vectors(root: Path) -> np.ndarray:
+    shards = sorted((root / "embeddings").rglob("vectors-*.npy"))
+    return np.concatenate([np.load(p) for p in shards]) if shards else np.zeros((0, DIM))
+
+
+@pytest.mark.parametrize("name", ["openai", "voyage"])
+def test_bad_vectors_are_retried_and_never_cached(provider: type[FakeProvider], tmp_path: Path, name: str) -> None:
+    """NaN, infinity, vectors of different lengths, one vector short, another dimension and a
+    200 that is not JSON: each is retried, and only good vectors reach the cache and rankings."""
+    provider.faults.extend(["nan", "ragged", "html", "short", "inf", "ok", "narrow"])  # documents, then the query
+    retriever = _dense(provider, name, concurrency=1)
+    retriever.build(tiny_skb(), BuildContext(cache_dir=tmp_path))
+    ranking = retriever.search([Query(1, "heavy copper pot for soups", (4,))], 5)[0]
+    assert ranking.ids[0] == 4 and np.isfinite(ranking.scores).all()
+    assert [e["fault"] for e in provider.log] == ["nan", "ragged", "html", "short", "inf", "ok", "narrow", "ok"]
+    assert retriever.usage()["retries"] == 6
+    cached = _cached_vectors(tmp_path)
+    assert len(cached) == 5 and np.isfinite(cached).all() and cached.shape[1] == DIM
+
+
+@pytest.mark.parametrize("fault", ["nan", "inf", "ragged", "short", "html"])
+def test_each_bad_reply_is_retried(provider: type[FakeProvider], tmp_path: Path, fault: str) -> None:
+    provider.faults.append(fault)
+    retriever = _dense(provider, concurrency=1)
+    retriever.build(tiny_skb(), BuildContext(cache_dir=tmp_path))
+    assert [e["fault"] for e in provider.log] == [fault, "ok"] and retriever.usage()["retries"] == 1
+    assert np.isfinite(_cached_vectors(tmp_path)).all()
+
+
+def test_a_reply_with_nan_forever_is_one_clear_error(provider: type[FakeProvider], tmp_path: Path) -> None:
+    provider.faults.extend(["nan"] * 20)
+    with pytest.raises(HarnessError) as failure:
+        _dense(provider).build(tiny_skb(), BuildContext(cache_dir=tmp_path))
+    message = str(failure.value)
+    assert message.startswith("openai embeddings (text-embedding-3-small) failed after 7 attempts")
+    assert "NaN or infinity" in message
+    assert len(_cached_vectors(tmp_path)) == 0  # nothing bad was kept
+
+
+def test_a_dimension_other_than_asked_for_is_retried(provider: type[FakeProvider], tmp_path: Path) -> None:
+    """With ``dimensions`` given, a reply of another length is a fault, not a new normal."""
+    provider.faults.extend(["narrow"] * 20)
+    with pytest.raises(HarnessError, match=f"dimension {DIM // 2}, expected {DIM}"):
+        _dense(provider, dimensions=DIM).build(tiny_skb(), BuildContext(cache_dir=tmp_path))
+
+
+@pytest.mark.parametrize("name", ["openai", "voyage"])
+def test_retry_after_is_honoured(provider: type[FakeProvider], tmp_path: Path, name: str) -> None:
+    provider.faults.append("429:1")  # backoff is 0.01 s: only the header explains a 1 s wait
+    retriever = _dense(provider, name)
+    retriever.build(tiny_skb(), BuildContext(cache_dir=tmp_path))
+    first, second = provider.log[0], provider.log[1]
+    assert first["fault"] == "429:1" and second["fault"] == "ok"
+    assert 1.0 <= second["at"] - first["at"] < 3.0

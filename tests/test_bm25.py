@@ -135,7 +135,7 @@ def test_corrupt_cache_is_rebuilt(tmp_path: Path) -> None:
     retriever = BM25Retriever()
     retriever.build(skb, BuildContext(cache_dir=tmp_path))
     expected = [r.ids.tolist() for r in retriever.search(query, 5)]
-    cache = next((tmp_path / "bm25").iterdir())
+    cache = next(p for p in (tmp_path / "bm25").iterdir() if p.is_dir())  # not the entry's lock file
     for file in cache.iterdir():
         if file.suffix in (".npy", ".json") and file.name != "complete.json":
             file.write_bytes(b"garbage")

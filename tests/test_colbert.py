@@ -73,6 +73,31 @@ def test_second_build_reuses_the_index(slice_skb: SKB, session_cache: Path, monk
     assert again.search(query, 5)[0].ids.tolist() == expected
 
 
+def test_damaged_index_is_rebuilt_with_a_warning(
+    slice_skb: SKB, session_cache: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from harness.io import verify_manifest
+
+    first = _retriever()
+    first.build(slice_skb, BuildContext(cache_dir=session_cache))
+    query = [Query(1, "a library for parsing command line options", ())]
+    expected = first.search(query, 5)[0].ids.tolist()
+    index = next((session_cache / "colbert" / "indexes").glob("debian-slice-*"))
+    assert verify_manifest(index) is None, "searching (which appends to its logs) kept the index valid"
+    target = max((f for f in index.rglob("*") if f.is_file() and f.suffix == ".pt"), key=lambda f: f.stat().st_size)
+    data = bytearray(target.read_bytes())  # garbled mid-file, same size
+    middle = len(data) // 2
+    data[middle : middle + 16] = bytes(b ^ 0xFF for b in data[middle : middle + 16])
+    target.write_bytes(bytes(data))
+    capfd.readouterr()
+    again = _retriever()
+    again.build(slice_skb, BuildContext(cache_dir=session_cache))
+    assert again.search(query, 5)[0].ids.tolist() == expected
+    warning = capfd.readouterr().err
+    assert "warning: cache entry" in warning and str(index) in warning
+    assert verify_manifest(index) is None
+
+
 def test_too_few_documents_is_one_clear_error(tmp_path: Path) -> None:
     from conftest import tiny_skb
 

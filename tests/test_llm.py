@@ -62,7 +62,15 @@ class FakeProvider(JSONHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         fault = self.faults.popleft() if self.faults else "ok"
-        self.log.append({"path": self.path, "fault": fault, "body": body, "headers": dict(self.headers)})
+        self.log.append(
+            {"path": self.path, "fault": fault, "body": body, "headers": dict(self.headers), "at": time.monotonic()}
+        )
+        if fault.startswith("429:"):  # a rate limit that says when to come back
+            self.send_raw(429, b'{"type": "error", "error": {"message": "slow down"}}', {"Retry-After": fault[4:]})
+            return
+        if fault == "html":  # a 200 that is not JSON (a proxy's error page)
+            self.send_raw(200, b"<html><body>502 Bad Gateway</body></html>", {"Content-Type": "text/html"})
+            return
         if fault in ("429", "500", "529", "400"):
             self.send_json(int(fault), {"error": {"message": f"injected {fault}", "type": "error"}, "type": "error"})
             return
@@ -95,7 +103,17 @@ class FakeProvider(JSONHandler):
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": "0.75"}, "finish_reason": "stop"}],
                 "usage": {"prompt_tokens": 40, "completion_tokens": 2, "total_tokens": 42},
             }
+        if fault == "empty":  # JSON of the right type, but no answer in it
+            payload["content" if "content" in payload else "choices"] = []
         self.send_json(200, payload)
+
+    def send_raw(self, status: int, data: bytes, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        for name, value in {"Content-Type": "application/json", **headers}.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
 
 @pytest.fixture
@@ -147,6 +165,31 @@ def test_persistent_and_permanent_faults_are_one_clear_error(provider: type[Fake
         with pytest.raises(HarnessError, match="HTTP 400"):
             llm.complete(f"refused for {llm.name}")
         assert not provider.faults
+
+
+@pytest.mark.parametrize("fault", ["empty", "html"])
+def test_a_reply_without_an_answer_is_retried(provider: type[FakeProvider], fault: str) -> None:
+    """Anthropic's empty ``content`` (or no ``choices``) and a 200 that is not JSON are faults,
+    never an empty answer."""
+    for llm in _providers(provider.url):  # type: ignore[attr-defined]
+        provider.log.clear()
+        provider.faults.append(fault)
+        answer = llm.complete(f"an answer, please, {llm.name} ({fault})", max_tokens=5)
+        assert answer.text == "0.75", f"{llm.name} took {fault!r} for an answer"
+        assert [e["fault"] for e in provider.log] == [fault, "ok"] and llm.usage()["retries"] == 1
+    for llm in _providers(provider.url):  # type: ignore[attr-defined]
+        provider.faults.extend([fault] * 5)
+        with pytest.raises(HarnessError, match="gave up after 5 attempts; last error: malformed response"):
+            llm.complete(f"never answered by {llm.name} ({fault})")
+
+
+def test_retry_after_is_honoured(provider: type[FakeProvider]) -> None:
+    for llm in _providers(provider.url):  # type: ignore[attr-defined]
+        provider.log.clear()
+        provider.faults.append("429:1")  # backoff is 0.01 s: only the header explains a 1 s wait
+        assert llm.complete(f"rate limited, {llm.name}", max_tokens=5).text == "0.75"
+        first, second = provider.log
+        assert first["fault"] == "429:1" and 1.0 <= second["at"] - first["at"] < 3.0, llm.name
 
 
 def test_keys_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

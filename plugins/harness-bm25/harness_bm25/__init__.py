@@ -7,14 +7,15 @@ default English stopwords and no stemmer).
 
 Documents are the SKB's candidate documents (without relations by default, as STaRK's
 BM25 baseline). The index is cached under the harness cache directory, keyed by the SKB
-fingerprint, the parameters and the bm25s version, so a second run loads it instead of
-rebuilding.
+fingerprint with the document variant, the parameters and the versions of bm25s and the
+analyzer, so a second run loads it instead of rebuilding. A manifest of SHA-256 digests,
+written last, is checked before loading: a damaged index is rebuilt with a warning naming
+it. One process builds an index at a time; another waits, then loads it.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,15 @@ import numpy as np
 
 from harness.errors import HarnessError
 from harness.hookspecs import hookimpl
-from harness.io import atomic_dir, stable_hash
+from harness.io import (
+    atomic_dir,
+    discard_entry,
+    documents_identity,
+    entry_lock,
+    stable_hash,
+    verified_entry,
+    write_manifest,
+)
 from harness.queries import Query
 from harness.retriever import BuildContext, Ranking, Retriever
 from harness.skb import SKB
@@ -134,28 +143,39 @@ class BM25Retriever(Retriever):
         )
 
     def cache_key(self, skb: SKB) -> str:
+        """Every input of the index: the documents (SKB fingerprint and the variant), every
+        parameter, and the versions of the code that analyzes and indexes them."""
+        p = self.params
         return stable_hash(
             {
-                "skb": skb.fingerprint,
-                "params": self.params,
+                "documents": documents_identity(skb, p["with_relations"], compact=False),
+                "params": p,
                 "version": self.version,
                 "bm25s": importlib.metadata.version("bm25s"),
+                "analyzer": _versions(("nltk",) if p["analyzer"] == "lucene" else ("PyStemmer",)),
+                "layout": 2,  # a digest manifest, checked before loading
             }
         )
 
     def build(self, skb: SKB, context: BuildContext) -> None:
+        directory = Path(context.cache_dir) / "bm25" / f"{skb.name}-{self.cache_key(skb)}"
+        with entry_lock(directory, "building the BM25 index"):  # one process builds, the others load
+            self._build(skb, context, directory)
+
+    def _build(self, skb: SKB, context: BuildContext, directory: Path) -> None:
         import bm25s
 
-        directory = Path(context.cache_dir) / "bm25" / f"{skb.name}-{self.cache_key(skb)}"
         ids = skb.candidate_ids
-        if (directory / "complete.json").exists():
+        if verified_entry(directory):
             try:
-                self._index = bm25s.BM25.load(str(directory))
-                self._ids = np.load(directory / "node_ids.npy")
-                if len(self._ids) == len(ids):
+                index = bm25s.BM25.load(str(directory))
+                stored = np.load(directory / "node_ids.npy")
+                if np.array_equal(stored, ids):
+                    self._index, self._ids = index, stored
                     return
-            except (OSError, ValueError, KeyError, json.JSONDecodeError):
-                pass  # a corrupt cache is rebuilt below, never trusted
+                discard_entry(directory, "its node ids are not this SKB's candidates")
+            except Exception as exc:
+                discard_entry(directory, f"cannot be loaded: {type(exc).__name__}: {exc}")
         lucene = self._lucene()
         with context.task("bm25: read + analyze documents", len(ids)) as task:
             corpus = []
@@ -173,13 +193,10 @@ class BM25Retriever(Retriever):
                 else:
                     token_ids = tokens.ids
                 rescore_like_lucene(index.scores, token_ids, self.params["k1"], self.params["b"])
-        import shutil
-
-        shutil.rmtree(directory, ignore_errors=True)  # a stale or corrupt cache
         with atomic_dir(directory) as tmp:
             index.save(str(tmp))
             np.save(tmp / "node_ids.npy", ids)
-            (tmp / "complete.json").write_text(json.dumps({"documents": len(ids)}))
+            write_manifest(tmp)  # last: the digests every later load checks first
         self._index, self._ids = index, ids
 
     def search(self, queries: Sequence[Query], k: int) -> list[Ranking]:
@@ -207,6 +224,16 @@ class BM25Retriever(Retriever):
                 positions, row_scores = positions[keep], row_scores[keep]
             rankings.append(Ranking(self._ids[positions], row_scores))
         return rankings
+
+
+def _versions(packages: tuple[str, ...]) -> dict[str, str | None]:
+    found: dict[str, str | None] = {}
+    for package in packages:
+        try:
+            found[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            found[package] = None
+    return found
 
 
 def _top_k(scores: np.ndarray, k: int) -> np.ndarray:

@@ -3,8 +3,11 @@
 Documents are the SKB's candidates in STaRK's compact form (one line, no relations by
 default), as STaRK's ColBERTv2 baseline indexes them; positions in that list are ColBERT
 passage ids, mapped back to node ids. The index lives in the harness cache, keyed by the
-SKB fingerprint, the parameters, the checkpoint's weights and the colbert-ai version; it is
-built under a temporary name and moved into place only when complete. colbert-ai's own
+SKB fingerprint with the document variant, the parameters, the checkpoint's content (weights,
+config and tokenizer) and the colbert-ai version; it is built under a temporary name, with a
+manifest of SHA-256 digests written last and checked before every load (a damaged index is
+rebuilt with a warning naming it), and moved into place only when complete. One process
+builds an index at a time; another waits, then loads it. colbert-ai's own
 messages go to ``colbert.log`` next to the index.
 """
 
@@ -24,7 +27,15 @@ import numpy as np
 
 from harness.errors import HarnessError
 from harness.hookspecs import hookimpl
-from harness.io import atomic_dir, stable_hash
+from harness.io import (
+    atomic_dir,
+    discard_entry,
+    documents_identity,
+    entry_lock,
+    stable_hash,
+    verified_entry,
+    write_manifest,
+)
 from harness.queries import Query
 from harness.retriever import BuildContext, Ranking, Retriever
 from harness.skb import SKB
@@ -33,6 +44,7 @@ from harness_colbert.checkpoint import COLBERTV2_URL, checkpoint_identity, resol
 __all__ = ["ColBERTRetriever"]
 
 _EXPERIMENT = "harness"
+_LOGS = ("*.log",)  # colbert-ai's messages, appended to on every load: not part of the index
 
 
 class ColBERTRetriever(Retriever):
@@ -95,7 +107,7 @@ class ColBERTRetriever(Retriever):
 
     def build(self, skb: SKB, context: BuildContext) -> None:
         try:
-            from colbert import Indexer, Searcher
+            import colbert  # noqa: F401
         except ImportError as exc:
             raise HarnessError(f"colbertv2: cannot import colbert-ai ({exc}); install stark-harness-colbert") from exc
         cache = Path(context.cache_dir)
@@ -104,43 +116,63 @@ class ColBERTRetriever(Retriever):
                 self.params["checkpoint"], cache, self.params["checkpoint_url"], advance=task.advance
             )
         self._device = context.device
+        p = self.params
         key = stable_hash(
             {
-                "skb": skb.fingerprint,
-                "params": {k: v for k, v in self.params.items() if k not in ("checkpoint", "checkpoint_url")},
+                "documents": documents_identity(skb, p["with_relations"], p["compact"]),
+                "params": {k: v for k, v in p.items() if k not in ("checkpoint", "checkpoint_url")},
                 "weights": checkpoint_identity(checkpoint),
                 "colbert": importlib.metadata.version("colbert-ai"),
                 "version": self.version,
+                "layout": 2,  # a digest manifest, checked before loading
             }
         )
         directory = cache / "colbert" / "indexes" / f"{skb.name}-{key}"
         ids = skb.candidate_ids
-        if not (directory / "complete.json").exists():
-            documents = [
-                d.replace("\n", " ")  # one passage per line, as colbert-ai's collection format wants
-                for d in context.track(
-                    skb.documents(ids, self.params["with_relations"], self.params["compact"]),
-                    "colbertv2: documents",
-                    len(ids),
-                )
-            ]
-            shutil.rmtree(directory, ignore_errors=True)  # stale or half-written
-            with atomic_dir(directory) as tmp, context.task("colbertv2: encode + index (colbert-ai)", None):
-                with self._colbert(tmp) as run_config:
-                    from colbert.infra import Run
+        with entry_lock(directory, "building the ColBERT index"):  # one process builds, the others load
+            if not verified_entry(directory):
+                self._index(skb, ids, checkpoint, directory, context)
+            try:
+                self._searcher = self._load(skb, ids, checkpoint, directory)
+            except Exception as exc:  # whatever colbert-ai raises, the entry is rebuilt
+                discard_entry(directory, f"cannot be loaded: {type(exc).__name__}: {exc}")
+                self._index(skb, ids, checkpoint, directory, context)
+                self._searcher = self._load(skb, ids, checkpoint, directory)
+        self._ids = ids
 
-                    with Run().context(run_config):
-                        indexer = Indexer(checkpoint=str(checkpoint), config=self._config(), verbose=0)
-                        try:
-                            indexer.index(name=skb.name, collection=documents, overwrite=True)
-                        except RuntimeError as exc:
-                            if "Number of training points" not in str(exc):
-                                raise
-                            raise HarnessError(
-                                f"colbertv2: {len(documents)} documents are too few for colbert-ai's k-means "
-                                "centroids (it needs several hundred); use another retriever for this SKB"
-                            ) from None
-                (tmp / "complete.json").write_text(json.dumps({"documents": len(ids)}))
+    def _index(self, skb: SKB, ids: np.ndarray, checkpoint: Path, directory: Path, context: BuildContext) -> None:
+        from colbert import Indexer
+
+        documents = [
+            d.replace("\n", " ")  # one passage per line, as colbert-ai's collection format wants
+            for d in context.track(
+                skb.documents(ids, self.params["with_relations"], self.params["compact"]),
+                "colbertv2: documents",
+                len(ids),
+            )
+        ]
+        shutil.rmtree(directory, ignore_errors=True)  # stale or half-written
+        with atomic_dir(directory) as tmp, context.task("colbertv2: encode + index (colbert-ai)", None):
+            with self._colbert(tmp) as run_config:
+                from colbert.infra import Run
+
+                with Run().context(run_config):
+                    indexer = Indexer(checkpoint=str(checkpoint), config=self._config(), verbose=0)
+                    try:
+                        indexer.index(name=skb.name, collection=documents, overwrite=True)
+                    except RuntimeError as exc:
+                        if "Number of training points" not in str(exc):
+                            raise
+                        raise HarnessError(
+                            f"colbertv2: {len(documents)} documents are too few for colbert-ai's k-means "
+                            "centroids (it needs several hundred); use another retriever for this SKB"
+                        ) from None
+            (tmp / "complete.json").write_text(json.dumps({"documents": len(ids)}))
+            write_manifest(tmp, ignore=_LOGS)  # last: the digests every later load checks first
+
+    def _load(self, skb: SKB, ids: np.ndarray, checkpoint: Path, directory: Path) -> Any:
+        from colbert import Searcher
+
         with self._colbert(directory) as run_config:
             from colbert.infra import Run
 
@@ -148,14 +180,13 @@ class ColBERTRetriever(Retriever):
                 index = directory / _EXPERIMENT / "indexes" / skb.name
                 # The searcher keeps a collection only to show passage texts, which the harness never
                 # asks for, so a cached index is searched without building the documents again.
-                self._searcher = Searcher(
+                return Searcher(
                     index=str(index),
                     checkpoint=str(checkpoint),
                     collection=[""] * len(ids),
                     config=self._config(),
                     verbose=0,
                 )
-        self._ids = ids
 
     @contextlib.contextmanager
     def _colbert(self, root: Path) -> Iterator[Any]:

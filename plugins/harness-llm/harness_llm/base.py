@@ -1,8 +1,10 @@
-"""What every provider shares: an on-disk response cache, retries with backoff, bounded
+"""What every provider shares: an on-disk response cache, retries (the harness's one retry
+policy, :mod:`harness.retry`: backoff with jitter, ``Retry-After`` honoured, capped), bounded
 concurrency and usage accounting.
 
 The cache key is (provider, model, endpoint, messages, generation parameters); an answer is
-written the moment it arrives, atomically, so an interrupted run resumes without paying for
+written the moment it arrives, atomically, with a digest every load checks (a damaged entry
+is asked again, with a warning naming it), so an interrupted run resumes without paying for
 any prompt twice. Keys (API secrets) never enter the cache key or the cache.
 """
 
@@ -19,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.io import cache_root, stable_hash, write_json
+from harness.io import cache_root, discard_entry, stable_hash, write_json
 from harness.llm import LLM, Completion, Message, messages_of
+from harness.retry import Retryable, RetryPolicy
 
 __all__ = ["Attempt", "ResilientLLM", "Retryable"]
 
@@ -37,10 +40,6 @@ PRICES: dict[str, tuple[float, float]] = {
     "claude-3-5-haiku-20241022": (0.80, 4.00),
     "claude-sonnet-4-20250514": (3.00, 15.00),
 }
-
-
-class Retryable(Exception):
-    """A failure worth retrying: rate limits, server errors, timeouts, malformed bodies."""
 
 
 @dataclass
@@ -96,23 +95,33 @@ class ResilientLLM(LLM):
                 "messages": [[m.role, m.content] for m in messages],
                 "max_tokens": max_tokens,
                 "temperature": temperature,
+                "layout": 2,  # entries carry a digest of their answer
             }
         )
         return Path(cache_root()) / "llm" / self.name / key[:2] / f"{key}.json"
 
+    def _read_cache(self, path: Path) -> Completion | None:
+        """The cached answer at ``path``, or None: absent, or damaged (a warning names it, and
+        the prompt is asked again and the entry overwritten)."""
+        if not path.exists():
+            return None
+        try:
+            cached = json.loads(path.read_text(encoding="utf-8"))
+            answer = {k: cached[k] for k in ("text", "input_tokens", "output_tokens", "model")}
+            if cached["sha256"] != stable_hash(answer, 64):
+                raise ValueError("the answer does not match its digest")
+            return Completion(answer["text"], answer["input_tokens"], answer["output_tokens"], 0.0, 0.0, cached=True)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            discard_entry(path, str(exc))
+            return None
+
     def complete(self, prompt: str | Sequence[Message], max_tokens: int = 256, temperature: float = 0.0) -> Completion:
         messages = messages_of(prompt)
         path = self._cache_path(messages, max_tokens, temperature)
-        if self._use_cache and path.exists():
-            try:
-                cached = json.loads(path.read_text())
-                completion = Completion(
-                    cached["text"], cached["input_tokens"], cached["output_tokens"], 0.0, 0.0, cached=True
-                )
-                self._count(completion)
-                return completion
-            except (OSError, ValueError, KeyError):
-                pass  # a damaged entry is asked again and overwritten
+        cached = self._read_cache(path) if self._use_cache else None
+        if cached is not None:
+            self._count(cached)
+            return cached
         started = time.perf_counter()
         attempt = self._with_retries(messages, max_tokens, temperature)
         completion = Completion(
@@ -123,15 +132,13 @@ class ResilientLLM(LLM):
             self._cost(attempt.input_tokens, attempt.output_tokens),
         )
         if self._use_cache:
-            write_json(
-                path,
-                {
-                    "text": attempt.text,
-                    "input_tokens": attempt.input_tokens,
-                    "output_tokens": attempt.output_tokens,
-                    "model": self.model,
-                },
-            )
+            answer = {
+                "text": attempt.text,
+                "input_tokens": attempt.input_tokens,
+                "output_tokens": attempt.output_tokens,
+                "model": self.model,
+            }
+            write_json(path, {**answer, "sha256": stable_hash(answer, 64)})  # the digest a load checks
         self._count(completion)
         return completion
 
@@ -144,20 +151,16 @@ class ResilientLLM(LLM):
             return list(pool.map(lambda p: self.complete(p, max_tokens, temperature), prompts))
 
     def _with_retries(self, messages: list[Message], max_tokens: int, temperature: float) -> Attempt:
-        delay = self.params["backoff"]
-        for attempt in range(self.params["retries"] + 1):
-            try:
-                return self._call(messages, max_tokens, temperature)
-            except Retryable as exc:
-                if attempt == self.params["retries"]:
-                    raise HarnessError(
-                        f"{self.label}: gave up after {attempt + 1} attempts; last error: {exc}"
-                    ) from None
-                with self._lock:
-                    self._usage["retries"] += 1
-                time.sleep(delay)
-                delay *= 2
-        raise AssertionError("unreachable")
+        policy = RetryPolicy(self.params["retries"], self.params["backoff"])
+
+        def count_retry(_attempt: int, _exc: Retryable) -> None:
+            with self._lock:
+                self._usage["retries"] += 1
+
+        def give_up(attempts: int, last: Retryable) -> HarnessError:
+            return HarnessError(f"{self.label}: gave up after {attempts} attempts; last error: {last}")
+
+        return policy.run(lambda: self._call(messages, max_tokens, temperature), give_up, on_retry=count_retry)
 
     def _cost(self, input_tokens: int, output_tokens: int) -> float:
         price_in, price_out = PRICES.get(self.model, (0.0, 0.0))

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.io import directory_digest, file_digest
 from harness.llm import Message
 from harness_llm.base import Attempt, ResilientLLM
 
@@ -28,8 +29,16 @@ class LocalLLM(ResilientLLM):
         self._generate_lock = threading.Lock()
 
     def endpoint(self) -> str:
-        path = Path(self.model)
-        return f"{path.name}:{path.stat().st_size}" if path.is_file() else str(path)
+        """The model by content (a file's or a directory's bytes, not its name or size) and the
+        device: two models of equal size never share cached answers."""
+        path = Path(self.model).expanduser()
+        if path.is_file():
+            content = file_digest(path)
+        elif path.is_dir():
+            content = directory_digest(path)
+        else:
+            content = "missing"  # load() says so
+        return f"{path.name}:{content[:32]}:{self.params['device']}"
 
     def load(self) -> tuple[Any, Any]:
         if self._loaded is None:

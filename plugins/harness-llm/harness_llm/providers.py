@@ -1,6 +1,8 @@
 """Hosted providers through their official SDKs: OpenAI (and any OpenAI-compatible server
-via ``base_url``) and Anthropic. The SDKs' own retries are off; ``ResilientLLM`` retries, so
-every provider backs off, counts and gives up the same way."""
+via ``base_url``) and Anthropic. The SDKs' own retries are off; ``ResilientLLM`` retries with
+the harness's one policy (:mod:`harness.retry`), so every provider backs off, honours
+``Retry-After``, counts and gives up the same way. A 200 reply that is not JSON, or is not a
+completion (no choices, Anthropic's empty ``content``), is retried, never taken as an answer."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.llm import Message
-from harness_llm.base import Attempt, ResilientLLM, Retryable
+from harness.retry import Retryable, classify, describe
+from harness_llm.base import Attempt, ResilientLLM
 
 __all__ = ["AnthropicLLM", "OpenAILLM"]
 
@@ -49,8 +52,6 @@ class OpenAILLM(ResilientLLM):
         return self._client
 
     def _call(self, messages: list[Message], max_tokens: int, temperature: float) -> Attempt:
-        import openai
-
         try:
             response = self.client().chat.completions.create(
                 model=self.model,
@@ -58,27 +59,16 @@ class OpenAILLM(ResilientLLM):
                 max_tokens=max_tokens,
                 temperature=temperature,
             )
-        except (
-            openai.RateLimitError,
-            openai.APITimeoutError,
-            openai.APIConnectionError,
-            openai.InternalServerError,
-        ) as exc:
-            raise Retryable(f"{type(exc).__name__}: {exc}") from None
-        except openai.APIStatusError as exc:
-            if exc.status_code >= 500 or exc.status_code == 429:
-                raise Retryable(f"HTTP {exc.status_code}") from None
-            raise HarnessError(f"{self.label}: HTTP {exc.status_code}: {exc.message}") from None
-        except (ValueError, openai.APIResponseValidationError) as exc:  # a body that is not JSON
-            raise Retryable(f"malformed response ({type(exc).__name__})") from None
+        except Exception as exc:
+            raise _failure(self.label, exc) from None
         try:
             text = response.choices[0].message.content
             usage = response.usage
-            if text is None:
+            if not isinstance(text, str):
                 raise TypeError("no content")
             return Attempt(text, usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0)
-        except (AttributeError, IndexError, TypeError) as exc:  # JSON, but not a completion
-            raise Retryable(f"malformed response ({exc})") from None
+        except (AttributeError, IndexError, KeyError, TypeError) as exc:  # not JSON, or JSON but not a completion
+            raise Retryable(f"malformed response ({type(response).__name__}: {exc})") from None
 
 
 class AnthropicLLM(ResilientLLM):
@@ -107,8 +97,6 @@ class AnthropicLLM(ResilientLLM):
         return self._client
 
     def _call(self, messages: list[Message], max_tokens: int, temperature: float) -> Attempt:
-        import anthropic
-
         system = "\n\n".join(m.content for m in messages if m.role == "system")
         chat = [{"role": m.role, "content": m.content} for m in messages if m.role != "system"]
         extra: dict[str, Any] = {"system": system} if system else {}
@@ -116,21 +104,23 @@ class AnthropicLLM(ResilientLLM):
             extra["extra_body"] = {"temperature": temperature}
         try:
             response = self.client().messages.create(model=self.model, messages=chat, max_tokens=max_tokens, **extra)
-        except (
-            anthropic.RateLimitError,
-            anthropic.APITimeoutError,
-            anthropic.APIConnectionError,
-            anthropic.InternalServerError,
-        ) as exc:
-            raise Retryable(f"{type(exc).__name__}: {exc}") from None
-        except anthropic.APIStatusError as exc:
-            if exc.status_code >= 500 or exc.status_code in (429, 529):
-                raise Retryable(f"HTTP {exc.status_code}") from None
-            raise HarnessError(f"{self.label}: HTTP {exc.status_code}: {exc.message}") from None
-        except (ValueError, anthropic.APIResponseValidationError) as exc:
-            raise Retryable(f"malformed response ({type(exc).__name__})") from None
+        except Exception as exc:
+            raise _failure(self.label, exc) from None
         try:
-            text = "".join(block.text for block in response.content if getattr(block, "type", "") == "text")
-            return Attempt(text, response.usage.input_tokens, response.usage.output_tokens)
-        except (AttributeError, TypeError) as exc:
-            raise Retryable(f"malformed response ({exc})") from None
+            texts = [block.text for block in response.content if getattr(block, "type", "") == "text"]
+            if not texts:  # an empty ``content`` is a fault to retry, not an empty answer
+                raise TypeError(f"no text in content {response.content!r:.100}")
+            return Attempt("".join(texts), response.usage.input_tokens, response.usage.output_tokens)
+        except (AttributeError, KeyError, TypeError) as exc:
+            raise Retryable(f"malformed response ({type(response).__name__}: {exc})") from None
+
+
+def _failure(label: str, exc: Exception) -> Exception:
+    """What an SDK exception becomes: ``Retryable`` when transient (the shared policy decides,
+    reading ``Retry-After``), otherwise one clear ``HarnessError``."""
+    if isinstance(exc, HarnessError):
+        return exc
+    retry = classify(exc)
+    if retry is not None:
+        return retry
+    return HarnessError(f"{label}: {describe(exc)}")
