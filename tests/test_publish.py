@@ -20,7 +20,7 @@ from tests.conftest import REPO
 LEADERBOARD = REPO / "leaderboard"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(os.environ.get("HARNESS_TEST_ARTIFACTS", REPO / "test-artifacts"))
-METRICS = ["hit@1", "hit@5", "recall@20", "mrr"]
+METRICS = ["hit@1", "hit@5", "recall@20", "mrr", "map@100"]
 
 
 def test_markdown_tables_per_dataset_and_split(tmp_path: Path) -> None:
