@@ -90,6 +90,15 @@ class JSONHandler(http.server.BaseHTTPRequestHandler):
         except BrokenPipeError:  # the client gave up on a slow answer: that is the point
             pass
 
+    def send_raw(self, status: int, data: bytes, headers: dict[str, str]) -> None:
+        """Any bytes with any headers (a reply that is not JSON, a Retry-After, ...)."""
+        self.send_response(status)
+        for name, value in {"Content-Type": "application/json", **headers}.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def log_message(self, *args: object) -> None:
         pass
 

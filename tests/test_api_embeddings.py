@@ -77,14 +77,6 @@ class FakeProvider(JSONHandler):
         else:
             self.send_json(200, self._ok(body))
 
-    def send_raw(self, status: int, data: bytes, headers: dict[str, str]) -> None:
-        self.send_response(status)
-        for name, value in {"Content-Type": "application/json", **headers}.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
     def _bad(self, body: dict, fault: str) -> dict:
         """A 200 reply in the right shape whose vectors are wrong."""
         reply = self._ok(body)

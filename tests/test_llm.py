@@ -107,14 +107,6 @@ class FakeProvider(JSONHandler):
             payload["content" if "content" in payload else "choices"] = []
         self.send_json(200, payload)
 
-    def send_raw(self, status: int, data: bytes, headers: dict[str, str]) -> None:
-        self.send_response(status)
-        for name, value in {"Content-Type": "application/json", **headers}.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
 
 @pytest.fixture
 def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[FakeProvider]]:
