@@ -335,3 +335,21 @@ def test_synthesis_pipeline_with_smollm2(smollm2_server: str, tmp_path: Path) ->
         assert len(verdicts) == record["filter"]["candidates_before"] == record["relational"]["candidates"]
         assert set(draft.answer_ids) <= {int(n) for n in verdicts}
     assert (tmp_path / "qa" / "debian" / "stark_qa" / "stark_qa.csv").exists()
+
+
+def test_the_same_prompt_asked_at_once_is_answered_once(provider: type[FakeProvider]) -> None:
+    """Two askers of one uncached prompt (threads here; processes take the same file lock):
+    one asks the provider, the other waits for its answer in the cache."""
+    import threading
+
+    llm = _providers(provider.url)[0]  # type: ignore[attr-defined]
+    provider.log.clear()
+    provider.faults.extend(["slow"])  # the first answer takes a while: the second asker must wait
+    answers: list = []
+    threads = [threading.Thread(target=lambda: answers.append(llm.complete("asked twice at once"))) for _ in "ab"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [a.text for a in answers] == ["0.75", "0.75"] and sum(a.cached for a in answers) == 1
+    assert len([e for e in provider.log if e["fault"] == "ok"]) == 1

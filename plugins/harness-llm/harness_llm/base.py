@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.io import cache_root, discard_entry, stable_hash, write_json
+from harness.io import cache_root, discard_entry, exclusive, stable_hash, write_json
 from harness.llm import LLM, Completion, Message, messages_of
 from harness.retry import Retryable, RetryPolicy
 
@@ -118,10 +118,20 @@ class ResilientLLM(LLM):
     def complete(self, prompt: str | Sequence[Message], max_tokens: int = 256, temperature: float = 0.0) -> Completion:
         messages = messages_of(prompt)
         path = self._cache_path(messages, max_tokens, temperature)
-        cached = self._read_cache(path) if self._use_cache else None
-        if cached is not None:
-            self._count(cached)
-            return cached
+        if not self._use_cache:
+            return self._ask(messages, max_tokens, temperature, path)
+        cached = self._read_cache(path)
+        if cached is None:
+            # Two processes asking the same prompt: one asks, the other waits and reads its answer.
+            # The lock is one of 256 per cache directory (by key prefix), not one file per prompt.
+            with exclusive(path.parent / f".{path.name[:2]}.lock", f"waiting for another process asking {path}"):
+                cached = self._read_cache(path)
+                if cached is None:
+                    return self._ask(messages, max_tokens, temperature, path)
+        self._count(cached)
+        return cached
+
+    def _ask(self, messages: list[Message], max_tokens: int, temperature: float, path: Path) -> Completion:
         started = time.perf_counter()
         attempt = self._with_retries(messages, max_tokens, temperature)
         completion = Completion(
