@@ -24,8 +24,8 @@ import Stemmer
 
 from harness.errors import HarnessError
 from harness.plugins import get_plugin_manager
-from harness.registry import RetrieverEntry, load_registry
-from harness.runner import Runner, resolve
+from harness.run.registry import RetrieverEntry, load_registry
+from harness.run import Runner, resolve
 from harness_debian import DebianDataset
 
 
@@ -74,7 +74,7 @@ def harness_run(split: str, cache: Path, out: Path, retriever: str = "bm25") -> 
     manager = get_plugin_manager()
     registry = load_registry()
     registry.retrievers["bm25-bm25s-analysis"] = BM25S_ANALYSIS
-    spec = resolve(registry, manager.components, retriever=retriever, dataset="debian", split=split)
+    spec = resolve(registry, manager, retriever=retriever, dataset="debian", split=split)
     runner = Runner(
         manager, output_dir=out / "runs", leaderboard_dir=out / "lb", device="cpu", cache_dir=cache, fresh=True
     )

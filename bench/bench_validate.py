@@ -20,15 +20,15 @@ from pathlib import Path
 import numpy as np
 
 from harness.dataset import Dataset
-from harness.hookspecs import hookimpl
+from harness.leaderboard.bundles import bundle, collect, validate
 from harness.metrics import evaluate, hit_matrix, parse_metrics
 from harness.plugins import get_plugin_manager
+from harness.plugins.hookspecs import hookimpl
 from harness.queries import Query, QuerySet
-from harness.registry import parse_registry
 from harness.retriever import BuildContext, Ranking, Retriever
-from harness.runner import Runner, resolve
+from harness.run.registry import parse_registry
+from harness.run import Runner, resolve
 from harness.skb import SKB
-from harness.submission import bundle, collect, validate
 from harness.trec import read_run
 
 SIZE = {"queries": 10_000, "candidates": 129_375}
@@ -118,7 +118,7 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        spec = resolve(registry, plugins.components, "seeded", "synthetic", "test", args.k, metrics)
+        spec = resolve(registry, plugins, "seeded", "synthetic", "test", args.k, metrics)
         outcome = Runner(plugins, output_dir=work / "runs", leaderboard_dir=None, device="cpu").run(spec)
         run_dir = outcome.run_dir
         queries = SyntheticDataset().load_queries().split("test")

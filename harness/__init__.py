@@ -1,14 +1,119 @@
 """stark-harness: evaluate retrieval on semi-structured knowledge bases.
 
-The public interfaces a plugin implements:
+This module is the whole plugin API: plugins, docs and examples import only from here::
 
-* :class:`harness.dataset.Dataset` — an :class:`harness.skb.SKB` and a
-  :class:`harness.queries.QuerySet`
-* :class:`harness.retriever.Retriever` / :class:`harness.retriever.Reranker`
-* :class:`harness.metrics.Metric`
-* :class:`harness.synthesis.SynthesisStage`
+    import harness
 
-and the hooks in :mod:`harness.hookspecs` that register them.
+    class MyRetriever(harness.Retriever):
+        name = "mine"
+
+        class Options(harness.Options):
+            depth: int = Field(10, description="...")
+
+        def build(self, skb: harness.SKB, context: harness.BuildContext) -> None: ...
+        def search(self, queries, k, top_ranked=None) -> list[harness.Ranking]: ...
+
+    @harness.hookimpl
+    def register_retrievers(register):
+        register(MyRetriever)
+
+Names are loaded on first use, so ``import harness`` stays cheap for the command line.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+#: public name -> module it lives in
+_EXPORTS: dict[str, str] = {
+    # hooks
+    "hookimpl": "harness.plugins.hookspecs",
+    "hookspec": "harness.plugins.hookspecs",
+    # errors and parameters
+    "HarnessError": "harness.errors",
+    "Options": "harness.options",
+    # the knowledge base and the queries
+    "SKB": "harness.skb",
+    "EdgeType": "harness.skb",
+    "compact_text": "harness.skb",
+    "Query": "harness.queries",
+    "QuerySet": "harness.queries",
+    "load_stark_layout": "harness.queries",
+    "write_stark_csv": "harness.queries",
+    "Dataset": "harness.dataset",
+    # retrieval
+    "Retriever": "harness.retriever",
+    "Reranker": "harness.retriever",
+    "Ranking": "harness.retriever",
+    "BuildContext": "harness.retriever",
+    "ProgressTask": "harness.retriever",
+    # evaluation
+    "Metric": "harness.metrics",
+    # caches and files (see docs/caching.md)
+    "cache_root": "harness.io",
+    "stable_hash": "harness.io",
+    "atomic_write": "harness.io",
+    "atomic_dir": "harness.io",
+    "write_json": "harness.io",
+    "exclusive": "harness.io",
+    "file_digest": "harness.io",
+    "directory_digest": "harness.io",
+    "documents_identity": "harness.io",
+    "entry_lock": "harness.io",
+    "verified_entry": "harness.io",
+    "write_manifest": "harness.io",
+    "discard_entry": "harness.io",
+    # calling remote APIs
+    "RetryPolicy": "harness.retry",
+    "Retryable": "harness.retry",
+    "classify_failure": "harness.retry",
+    "describe_failure": "harness.retry",
+}
+_RENAMED = {"classify_failure": "classify", "describe_failure": "describe"}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'harness' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), _RENAMED.get(name, name))
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+if TYPE_CHECKING:  # for type checkers and IDEs; at runtime the names load on first use
+    from harness.dataset import Dataset
+    from harness.errors import HarnessError
+    from harness.io import (
+        atomic_dir,
+        atomic_write,
+        cache_root,
+        directory_digest,
+        discard_entry,
+        documents_identity,
+        entry_lock,
+        exclusive,
+        file_digest,
+        stable_hash,
+        verified_entry,
+        write_json,
+        write_manifest,
+    )
+    from harness.metrics import Metric
+    from harness.options import Options
+    from harness.plugins.hookspecs import hookimpl, hookspec
+    from harness.queries import Query, QuerySet, load_stark_layout, write_stark_csv
+    from harness.retriever import BuildContext, ProgressTask, Ranking, Reranker, Retriever
+    from harness.retry import Retryable, RetryPolicy
+    from harness.retry import classify as classify_failure
+    from harness.retry import describe as describe_failure
+    from harness.skb import SKB, EdgeType, compact_text

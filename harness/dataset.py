@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
+from harness.options import Options, parse_options
 from harness.queries import QuerySet
 from harness.skb import SKB
 
@@ -12,16 +13,22 @@ from harness.skb import SKB
 class Dataset(ABC):
     """Base class for dataset plugins. Subclass, set ``name``, implement the two loaders.
 
-    Constructor keyword arguments are the dataset's parameters (from ``registry.yaml``,
-    e.g. a data directory). Loaders should cache what they load on ``self`` and raise
-    :class:`harness.errors.HarnessError` with the missing file's name when data is absent.
+    Its parameters (e.g. a data directory) are declared once in ``Options`` and validated
+    into ``self.options``. Loaders should cache what they load on ``self`` and raise
+    :class:`harness.HarnessError` with the missing file's name when data is absent.
     """
 
     name: ClassVar[str]
     version: ClassVar[str] = "0"
+    Options: ClassVar[type[Options]] = Options
 
     def __init__(self, **params: Any) -> None:
-        self.params = params
+        self.options = parse_options(type(self).Options, params, f"dataset {getattr(self, 'name', '?')!r}")
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """Every parameter with the value in use (JSON types): what rows record and hash."""
+        return self.options.model_dump(mode="json")
 
     @abstractmethod
     def load_skb(self) -> SKB:

@@ -1,8 +1,10 @@
 """The retriever interface.
 
 A retriever is built once from an SKB (``build``: indexing, encoding; the runner times it),
-then asked for the top-k of a batch of queries at a time (``search``). A reranker is a
-retriever that reorders the candidates of a first-stage retriever; the runner composes them.
+then asked for the top-k of a batch of queries at a time (``search``). Composition has one
+mechanism: a retriever names the retrievers it builds on in ``uses()`` and gets them, built on
+the same SKB, from ``context.retriever(name)``. Hybrid fusion does this; so does a
+:class:`Reranker`, whose first stage is just the retriever it uses.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
+from pydantic import Field
 
+from harness.options import Options, parse_options
 from harness.queries import Query
 from harness.skb import SKB
 
@@ -93,7 +97,8 @@ class BuildContext:
 
 
 class Retriever(ABC):
-    """Base class for retrievers. Subclass, set ``name``, implement ``build`` and ``search``.
+    """Base class for retrievers. Subclass, set ``name``, declare ``Options``, implement
+    ``build`` and ``search``.
 
     Class attributes:
         name: the name users type (``--retriever NAME``) and registry entries refer to.
@@ -101,19 +106,23 @@ class Retriever(ABC):
         regime: "zero-shot", "trained" (``fit`` is called with the train split first),
             or "llm-at-query-time".
         batch_size: how many queries ``search`` receives at once by default.
-
-    Constructor keyword arguments are the retriever's parameters (from ``registry.yaml``
-    or defaults); they are recorded in leaderboard rows and configuration hashes, so
-    accept only JSON-serialisable values.
+        Options: the parameters (a :class:`harness.Options` model); the constructor validates
+            its keyword arguments against it into ``self.options``.
     """
 
     name: ClassVar[str]
     version: ClassVar[str] = "0"
     regime: ClassVar[Regime] = "zero-shot"
     batch_size: ClassVar[int] = 64
+    Options: ClassVar[type[Options]] = Options
 
     def __init__(self, **params: Any) -> None:
-        self.params = params
+        self.options = parse_options(type(self).Options, params, f"retriever {getattr(self, 'name', '?')!r}")
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """Every parameter with the value that runs (JSON types): what rows record and hash."""
+        return self.options.model_dump(mode="json")
 
     def fit(self, skb: SKB, train: Sequence[Query], context: BuildContext) -> None:  # noqa: B027
         """Train on the dataset's train split (called only when ``regime == "trained"``)."""
@@ -123,8 +132,13 @@ class Retriever(ABC):
         """Prepare to search ``skb``'s candidates (index, encode); may use caches."""
 
     @abstractmethod
-    def search(self, queries: Sequence[Query], k: int) -> list[Ranking]:
-        """Return, for each query in order, at most ``k`` candidate ids with scores."""
+    def search(self, queries: Sequence[Query], k: int, top_ranked: Sequence[Ranking] | None = None) -> list[Ranking]:
+        """Return, for each query in order, at most ``k`` candidate ids with scores, best first.
+
+        ``top_ranked``, when given, holds a ranking per query to reorder instead of searching
+        every candidate (mteb's convention); a retriever that cannot rerank may ignore it only
+        by raising :class:`harness.HarnessError`.
+        """
 
     def usage(self) -> dict[str, Any]:
         """Resources spent so far (tokens, cost in USD, API calls); recorded in the row."""
@@ -137,14 +151,27 @@ class Retriever(ABC):
 
 
 class Reranker(Retriever):
-    """A retriever that reorders another retriever's candidates.
+    """A retriever that reorders the top ``candidates`` of the retriever it uses (``first_stage``).
 
-    The runner calls ``rerank`` with the first stage's rankings (``candidates`` of them per
-    query, configured in the registry). ``search`` is not used for rerankers.
+    Implement ``rerank``. ``search`` asks the first stage for its candidates (already checked
+    by the runner: valid, sorted, candidates only), unless ``top_ranked`` supplies them. If you
+    override ``build``, call ``super().build(skb, context)`` first.
     """
 
-    def search(self, queries: Sequence[Query], k: int) -> list[Ranking]:
-        raise TypeError(f"{self.name} is a reranker; the runner calls rerank()")
+    class Options(Options):
+        first_stage: str = Field(description="the retriever whose results are reranked (registry entry or plugin)")
+        candidates: int = Field(20, gt=0, description="how many of the first stage's results to rerank")
+
+    def uses(self) -> list[str]:
+        return [self.options.first_stage]  # type: ignore[attr-defined]
+
+    def build(self, skb: SKB, context: BuildContext) -> None:
+        self.first_stage = context.retriever(self.options.first_stage)  # type: ignore[attr-defined]
+
+    def search(self, queries: Sequence[Query], k: int, top_ranked: Sequence[Ranking] | None = None) -> list[Ranking]:
+        if top_ranked is None:
+            top_ranked = self.first_stage.search(queries, self.options.candidates)  # type: ignore[attr-defined]
+        return self.rerank(queries, top_ranked, k)
 
     @abstractmethod
     def rerank(self, queries: Sequence[Query], candidates: Sequence[Ranking], k: int) -> list[Ranking]:

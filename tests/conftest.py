@@ -58,7 +58,7 @@ def _every_run_agrees_with_trec_eval(monkeypatch: pytest.MonkeyPatch) -> None:
         return
     from trec_reference import check_run_dir
 
-    from harness.runner import Runner
+    from harness.run import Runner
 
     original = Runner.run
 
@@ -190,7 +190,7 @@ class TinyDataset(Dataset):
 
 
 class TinyPlugin:
-    from harness.hookspecs import hookimpl
+    from harness.plugins.hookspecs import hookimpl
 
     @hookimpl
     def register_datasets(self, register):  # type: ignore[no-untyped-def]

@@ -37,7 +37,7 @@ PLUGIN = textwrap.dedent(
     import numpy as np
 
     from harness.dataset import Dataset
-    from harness.hookspecs import hookimpl
+    from harness.plugins.hookspecs import hookimpl
     from harness.queries import Query, QuerySet
     from harness.skb import SKB
 

@@ -12,8 +12,8 @@ import Stemmer
 from conftest import REPO, debian_slice, tiny_skb
 
 from harness.queries import Query
-from harness.registry import load_registry
 from harness.retriever import BuildContext
+from harness.run.registry import load_registry
 from harness.skb import SKB
 from harness_bm25 import BM25Retriever
 from harness_debian import DebianDataset

@@ -29,8 +29,8 @@ from stark_fixtures import _save, write_all
 
 from harness.metrics import BUILTIN_METRICS, evaluate, hit_matrix, parse_metrics
 from harness.queries import Query
-from harness.registry import load_registry
 from harness.retriever import BuildContext, Ranking
+from harness.run.registry import load_registry
 from harness.skb import SKB
 from harness_bm25 import BM25Retriever
 

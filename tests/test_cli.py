@@ -173,7 +173,7 @@ def test_a_plugin_exception_is_one_line_with_its_file_and_line(tmp_path: Path) -
     plugin = tmp_path / "boom_plugin.py"
     plugin.write_text(
         "import numpy as np\n"
-        "from harness.hookspecs import hookimpl\n"
+        "from harness.plugins.hookspecs import hookimpl\n"
         "from harness.retriever import Ranking, Retriever\n\n"
         "class Boom(Retriever):\n"
         "    name = 'boom'\n"

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from harness.analysis.compare import compare_runs, paired_test
 from harness.cli import cli
-from harness.compare import compare_runs, paired_test
 from harness.errors import HarnessError
 
 

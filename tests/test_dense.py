@@ -11,9 +11,9 @@ from conftest import tiny_skb
 from harness.errors import HarnessError
 from harness.plugins import PluginManager
 from harness.queries import Query
-from harness.registry import parse_registry
 from harness.retriever import BuildContext, Ranking
-from harness.runner import Runner, resolve
+from harness.run.registry import parse_registry
+from harness.run import Runner, resolve
 from harness_dense import DenseRetriever, HybridRetriever, MultiVectorRetriever, chunk_text, top_k
 from harness_dense.embeddings import LocalEncoder
 
@@ -121,7 +121,7 @@ def test_hybrid_from_the_registry_runs_and_records_its_members(tiny_plugins: Plu
         "  fused: {plugin: hybrid, params: {retrievers: [bm25, minilm], method: rrf}}\n",
         "r.yaml",
     )
-    spec = resolve(registry, tiny_plugins.components, retriever="fused", dataset="tiny", split="test", k=3)
+    spec = resolve(registry, tiny_plugins, retriever="fused", dataset="tiny", split="test", k=3)
     runner = Runner(
         tiny_plugins,
         output_dir=tmp_path / "runs",
@@ -136,7 +136,7 @@ def test_hybrid_from_the_registry_runs_and_records_its_members(tiny_plugins: Plu
     cyclic = parse_registry("retrievers:\n  loop: {plugin: hybrid, params: {retrievers: [loop, bm25]}}\n", "r.yaml")
     with pytest.raises(HarnessError, match="cycle"):
         Runner(tiny_plugins, output_dir=tmp_path / "r2", leaderboard_dir=None, device="cpu", registry=cyclic).run(
-            resolve(cyclic, tiny_plugins.components, retriever="loop", dataset="tiny", split="test")
+            resolve(cyclic, tiny_plugins, retriever="loop", dataset="tiny", split="test")
         )
 
 

@@ -42,7 +42,7 @@ def test_first_party_plugins_are_found_through_entry_points(plugins: PluginManag
     assert described["bm25"]["hooks"] == ["register_retrievers"]
     assert described["bm25"]["package"].startswith("stark-harness-bm25 ")
     assert described["debian"]["hooks"] == ["register_datasets"]
-    assert described["harness.default_plugins.metrics"]["builtin"] is True
+    assert described["harness.plugins.builtin_metrics"]["builtin"] is True
     assert "bm25" in plugins.components.by_kind["retriever"]
     assert "recall" in plugins.components.by_kind["metric"]
 
@@ -53,7 +53,7 @@ def test_environment_variable_restricts_plugins(monkeypatch: pytest.MonkeyPatch)
     names = {row["name"] for row in manager.describe()}
     assert "debian" in names and "bm25" not in names
     monkeypatch.setenv("HARNESS_PLUGINS", "")
-    assert {row["name"] for row in PluginManager().describe()} == {"harness.default_plugins.metrics"}
+    assert {row["name"] for row in PluginManager().describe()} == {"harness.plugins.builtin_metrics"}
 
 
 def test_broken_import_is_reported_and_others_still_work(site: Path) -> None:
@@ -74,7 +74,7 @@ def test_hook_that_raises_is_isolated(site: Path) -> None:
         "fake-raising",
         {
             "fakeplug_raising": (
-                "from harness.hookspecs import hookimpl\n"
+                "from harness.plugins.hookspecs import hookimpl\n"
                 "@hookimpl\n"
                 "def register_retrievers(register):\n"
                 "    raise RuntimeError('boom in hook')\n"
@@ -97,7 +97,7 @@ def test_bad_registrations_and_name_clashes(site: Path) -> None:
         "fake-clash",
         {
             "fakeplug_clash": (
-                "from harness.hookspecs import hookimpl\n"
+                "from harness.plugins.hookspecs import hookimpl\n"
                 "from harness_bm25 import BM25Retriever\n"
                 "class Copy(BM25Retriever):\n"
                 "    pass\n"

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from harness.analysis.compare import compare_runs
 from harness.cli import cli
-from harness.compare import compare_runs
 from harness.errors import HarnessError
-from harness.leaderboard import read_rows
-from harness.publish import display_name, publish
+from harness.leaderboard.publish import display_name, publish
+from harness.leaderboard.rows import read_rows
 from tests.conftest import REPO
 
 LEADERBOARD = REPO / "leaderboard"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
-from harness.registry import load_registry, parse_registry
+from harness.run.registry import load_registry, parse_registry
 
 REPO = Path(__file__).resolve().parent.parent
 

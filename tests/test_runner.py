@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from harness.errors import HarnessError
-from harness.hookspecs import hookimpl
-from harness.leaderboard import LeaderboardRow, read_rows
+from harness.leaderboard.rows import LeaderboardRow, read_rows
 from harness.plugins import PluginManager
+from harness.plugins.hookspecs import hookimpl
 from harness.queries import Query
-from harness.registry import parse_registry
 from harness.retriever import BuildContext, Ranking, Reranker, Retriever
-from harness.runner import Runner, resolve
+from harness.run.registry import parse_registry
+from harness.run import Runner, resolve
 from harness.skb import SKB
 from harness.trec import read_run
 
@@ -77,7 +77,7 @@ def manager(tiny_plugins: PluginManager) -> PluginManager:
 
 def _run(manager: PluginManager, tmp_path: Path, **kwargs):  # type: ignore[no-untyped-def]
     registry = parse_registry(TINY_REGISTRY, "test-registry.yaml")
-    spec = resolve(registry, manager.components, **kwargs)
+    spec = resolve(registry, manager, **kwargs)
     runner = Runner(manager, output_dir=tmp_path / "runs", leaderboard_dir=tmp_path / "lb", device="cpu")
     return runner.run(spec)
 
@@ -167,7 +167,7 @@ def test_bad_query_sets(manager: PluginManager, tmp_path: Path, queries: list, m
     )
     runner = Runner(manager, output_dir=tmp_path / "runs", leaderboard_dir=None, device="cpu")
     with pytest.raises(HarnessError, match=message):
-        runner.run(resolve(registry, manager.components))
+        runner.run(resolve(registry, manager))
 
 
 def test_device_cuda_without_gpu_is_a_clear_error(manager: PluginManager) -> None:
@@ -183,10 +183,10 @@ def test_device_cuda_without_gpu_is_a_clear_error(manager: PluginManager) -> Non
 
 
 def test_debian_default_run_matches_registry_condition(plugins: PluginManager, tmp_path: Path) -> None:
-    from harness.registry import load_registry
+    from harness.run.registry import load_registry
 
     registry = load_registry()
-    spec = resolve(registry, plugins.components)
+    spec = resolve(registry, plugins)
     assert (spec.dataset, spec.retriever, spec.split) == ("debian", "bm25", "test")
     outcome = Runner(plugins, output_dir=tmp_path / "runs", leaderboard_dir=tmp_path / "lb", device="cpu").run(spec)
     assert outcome.row.num_queries >= 100
@@ -204,14 +204,14 @@ def test_edited_queries_get_a_new_configuration(manager: PluginManager, tmp_path
         "r.yaml",
     )
     runner = Runner(manager, output_dir=tmp_path / "runs", leaderboard_dir=tmp_path / "lb", device="cpu")
-    second = runner.run(resolve(registry, manager.components))
+    second = runner.run(resolve(registry, manager))
     assert second.row.config_hash != first.row.config_hash and second.resumed_queries == 0
 
 
 def test_reranker_is_composed_with_its_first_stage(manager: PluginManager, tmp_path: Path) -> None:
     text = TINY_REGISTRY + "  reverse: {plugin: reverse, first_stage: flaky, candidates: 3}\n"
     registry = parse_registry(text, "r.yaml")
-    spec = resolve(registry, manager.components, retriever="reverse", k=2)
+    spec = resolve(registry, manager, retriever="reverse", k=2)
     outcome = Runner(manager, output_dir=tmp_path / "runs", leaderboard_dir=None, device="cpu").run(spec)
     # flaky returns candidates 0, 1, 2; the reranker reverses them and keeps k=2
     run = read_run(outcome.run_dir / "run.trec")
@@ -220,7 +220,7 @@ def test_reranker_is_composed_with_its_first_stage(manager: PluginManager, tmp_p
     assert spec.describe() == "flaky → reverse on tiny/test (k=2)"
     bare = parse_registry(TINY_REGISTRY + "  reverse: {plugin: reverse}\n", "r.yaml")
     with pytest.raises(HarnessError, match="is a reranker; give it a first_stage"):
-        resolve(bare, manager.components, retriever="reverse")
+        resolve(bare, manager, retriever="reverse")
 
 
 @pytest.mark.parametrize(
@@ -247,7 +247,7 @@ def test_a_foreign_resume_log_line_is_cut_and_searched_again(manager: PluginMana
 
 
 def test_an_empty_or_undecodable_registry_is_an_error_not_a_silent_fallback(tmp_path: Path) -> None:
-    from harness.registry import load_registry
+    from harness.run.registry import load_registry
 
     (tmp_path / "registry.yaml").write_text("")
     with pytest.raises(HarnessError, match="the registry is empty; delete it to use the shipped registry"):
@@ -301,12 +301,12 @@ def test_credentials_never_reach_what_is_written(manager: PluginManager, tmp_pat
     secret = TINY_REGISTRY + "  keyed: {plugin: endpoint, params: {llm_params: {api_key: sk-live-123}}}\n"
     with pytest.raises(HarnessError, match=r"parameter 'llm_params.api_key' holds a credential.*environment"):
         Runner(manager, output_dir=tmp_path / "runs", leaderboard_dir=None, device="cpu").run(
-            resolve(parse_registry(secret, "r.yaml"), manager.components, retriever="keyed")
+            resolve(parse_registry(secret, "r.yaml"), manager, retriever="keyed")
         )
     url = TINY_REGISTRY + '  remote: {plugin: endpoint, params: {endpoint: "https://me:hunter2@127.0.0.1:9/v1"}}\n'
     EndpointRetriever.seen = []
     outcome = Runner(manager, output_dir=tmp_path / "runs", leaderboard_dir=tmp_path / "lb", device="cpu").run(
-        resolve(parse_registry(url, "r.yaml"), manager.components, retriever="remote")
+        resolve(parse_registry(url, "r.yaml"), manager, retriever="remote")
     )
     assert "https://me:hunter2@127.0.0.1:9/v1" in EndpointRetriever.seen  # the plugin gets the real URL
     assert outcome.row.retriever.params["endpoint"] == "https://***@127.0.0.1:9/v1"

@@ -104,8 +104,8 @@ def test_local_copy_without_skb_names_the_files() -> None:
 
 
 def test_bm25_runs_on_a_stark_skb(official_files: Path, tmp_path: Path, plugins) -> None:  # type: ignore[no-untyped-def]
-    from harness.registry import load_registry
-    from harness.runner import Runner, resolve
+    from harness.run.registry import load_registry
+    from harness.run import Runner, resolve
 
     qa = official_files / "qa" / "prime"
     (qa / "stark_qa").mkdir(parents=True, exist_ok=True)
@@ -118,7 +118,7 @@ def test_bm25_runs_on_a_stark_skb(official_files: Path, tmp_path: Path, plugins)
     registry = load_registry()
     spec = resolve(
         registry,
-        plugins.components,
+        plugins,
         retriever="bm25",
         dataset="stark-prime",
         split="test",
@@ -252,8 +252,8 @@ def test_answers_outside_the_candidates_are_kept_and_dropped_by_the_metrics(
     """MAG's human-generated set lists a few answers that are not papers: they stay in the
     queries (counts match the release), the metrics drop them, and the row counts queries
     left with no candidate answer."""
-    from harness.registry import load_registry
-    from harness.runner import Runner, resolve
+    from harness.run.registry import load_registry
+    from harness.run import Runner, resolve
 
     qa = official_files / "qa" / "mag" / "stark_qa"
     qa.mkdir(parents=True, exist_ok=True)
@@ -267,7 +267,7 @@ def test_answers_outside_the_candidates_are_kept_and_dropped_by_the_metrics(
     assert [q.answer_ids for q in queries] == [(7, 2), (0,)]
     spec = resolve(
         load_registry(),
-        plugins.components,
+        plugins,
         retriever="bm25",
         dataset="stark-mag",
         split=HUMAN_SPLIT,

@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 from conftest import SHARED, shared_available
 
+from harness.analysis.stats import query_set_statistics, shannon_entropy, type_token_ratio
 from harness.cli import cli
 from harness.queries import HUMAN_SPLIT, Query, QuerySet
-from harness.stats import query_set_statistics, shannon_entropy, type_token_ratio
 
 
 def test_definitions_by_hand() -> None:

@@ -18,11 +18,11 @@ from click.testing import CliRunner
 from harness.cli import cli
 from harness.errors import HarnessError
 from harness.io import stable_hash
-from harness.leaderboard import read_rows
+from harness.leaderboard.bundles import bundle, collect, merge, validate
+from harness.leaderboard.rows import read_rows
 from harness.plugins import PluginManager
-from harness.registry import parse_registry
-from harness.runner import Runner, resolve
-from harness.submission import bundle, collect, merge, validate
+from harness.run.registry import parse_registry
+from harness.run import Runner, resolve
 from tests.conftest import REPO
 
 REGISTRY = """
@@ -37,7 +37,7 @@ retrievers:
 
 def _run(plugins: PluginManager, out: Path, retriever: str = "bm25", k1: float = 0.9) -> Path:
     registry = parse_registry(REGISTRY % k1, "test-registry.yaml")
-    spec = resolve(registry, plugins.components, retriever, metrics=["hit@1", "recall@3", "mrr"])
+    spec = resolve(registry, plugins, retriever, metrics=["hit@1", "recall@3", "mrr"])
     return Runner(plugins, output_dir=out, leaderboard_dir=None, device="cpu").run(spec).run_dir
 
 
@@ -271,7 +271,7 @@ def test_conflicting_duplicate_is_refused_unless_superseded(runs: dict[str, Path
 def test_a_merge_that_fails_midway_leaves_nothing_behind(
     runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import harness.submission
+    import harness.leaderboard.bundles
 
     board = tmp_path / "leaderboard"
     merge([runs["bm25"]], board)
@@ -280,7 +280,7 @@ def test_a_merge_that_fails_midway_leaves_nothing_behind(
     def crash(*args: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(harness.submission, "_write_changelog", crash)
+    monkeypatch.setattr(harness.leaderboard.bundles, "_write_changelog", crash)
     with pytest.raises(OSError, match="disk full"):
         merge([runs["bm25-strong"]], board)
     assert _snapshot(board) == before
@@ -372,7 +372,7 @@ def test_concurrent_merges_keep_both(runs: dict[str, Path], tmp_path: Path) -> N
 def test_an_archive_over_the_size_limits_is_refused_before_extracting(
     runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import harness.submission as submission
+    import harness.leaderboard.bundles as submission
 
     archive = tmp_path / "big.tar.gz"
     bundle([runs["bm25"]], archive)

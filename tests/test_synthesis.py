@@ -13,10 +13,10 @@ from click.testing import CliRunner
 
 from harness.cli import cli
 from harness.errors import HarnessError
-from harness.hookspecs import hookimpl
 from harness.llm import LLM, Completion
 from harness.metrics import hit_matrix
 from harness.plugins import get_plugin_manager
+from harness.plugins.hookspecs import hookimpl
 from harness.queries import load_stark_layout
 from harness.retriever import BuildContext
 from harness.skb import SKB

@@ -18,14 +18,14 @@ from trec_reference import check_run_dir
 
 from harness.cli import cli
 from harness.errors import HarnessError
-from harness.hookspecs import hookimpl
+from harness.leaderboard.bundles import collect, validate
 from harness.plugins import PluginManager
+from harness.plugins.hookspecs import hookimpl
 from harness.queries import Query
-from harness.registry import parse_registry
 from harness.retriever import BuildContext, Ranking, Retriever
-from harness.runner import Runner, resolve
+from harness.run.registry import parse_registry
+from harness.run import Runner, resolve
 from harness.skb import SKB
-from harness.submission import collect, validate
 from harness.trec import read_run, strictly_decreasing
 
 REGISTRY = """
@@ -113,7 +113,7 @@ def _run(manager: PluginManager, tmp_path: Path, metrics: list[str] | None = MET
         ),
         "r.yaml",
     )
-    spec = resolve(registry, manager.components, metrics=metrics, **kwargs)
+    spec = resolve(registry, manager, metrics=metrics, **kwargs)
     return Runner(manager, output_dir=tmp_path / "runs", leaderboard_dir=None, device="cpu").run(spec)
 
 
@@ -295,8 +295,8 @@ def test_a_cutoff_deeper_than_a_rerankers_candidates_is_refused(manager: PluginM
     manager.register(KeepPlugin(), "keep-plugin")
     registry = parse_registry(REGISTRY + "  keep: {plugin: keep, first_stage: scripted, candidates: 2}\n", "r.yaml")
     with pytest.raises(HarnessError, match=r"hit@5: a cut-off deeper than the ranking \('keep' reranks 2 candidates\)"):
-        resolve(registry, manager.components, retriever="keep", metrics=["hit@1", "hit@5"])
-    spec = resolve(registry, manager.components, retriever="keep")
+        resolve(registry, manager, retriever="keep", metrics=["hit@1", "hit@5"])
+    spec = resolve(registry, manager, retriever="keep")
     assert spec.metrics == ["hit@1", "mrr"] and "recall@20" in spec.dropped_metrics
 
 
@@ -315,8 +315,9 @@ def test_every_published_row_agrees_with_trec_eval() -> None:
     with qrels made from the installed dataset's answers (candidates only)."""
     from trec_reference import check_run
 
-    from harness.leaderboard import read_rows, run_dir_of
-    from harness.runner import candidate_mask, load_dataset
+    from harness.leaderboard.rows import read_rows, run_dir_of
+    from harness.run import load_dataset
+    from harness.run.checks import candidate_mask
     from tests.conftest import REPO
 
     board = REPO / "leaderboard"
@@ -353,6 +354,6 @@ def test_requests_that_used_to_fall_back_silently_are_refused(
 ) -> None:
     registry = parse_registry(REGISTRY, "r.yaml")
     with pytest.raises(HarnessError, match=message):
-        resolve(registry, manager.components, **kwargs)
+        resolve(registry, manager, **kwargs)
     result = CliRunner().invoke(cli, ["run", "--metrics", ",", "--dry-run"])
     assert result.exit_code != 0 and "no metrics requested" in result.output

@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 
 from harness.errors import HarnessError
-from harness.hookspecs import hookimpl
 from harness.io import (
     atomic_dir,
     discard_entry,
@@ -33,6 +32,7 @@ from harness.io import (
     verified_entry,
     write_manifest,
 )
+from harness.plugins.hookspecs import hookimpl
 from harness.queries import Query
 from harness.retriever import BuildContext, Ranking, Retriever
 from harness.skb import SKB

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.dataset import Dataset
-from harness.hookspecs import hookimpl
+from harness.plugins.hookspecs import hookimpl
 from harness.queries import QuerySet, load_stark_layout
 from harness.skb import SKB
 

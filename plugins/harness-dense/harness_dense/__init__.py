@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from harness.errors import HarnessError
-from harness.hookspecs import hookimpl
+from harness.plugins.hookspecs import hookimpl
 from harness.queries import Query
 from harness.retriever import BuildContext, Ranking, Retriever
 from harness.skb import SKB

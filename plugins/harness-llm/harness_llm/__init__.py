@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.hookspecs import hookimpl
+from harness.plugins.hookspecs import hookimpl
 from harness_llm.local import LocalLLM
 from harness_llm.providers import AnthropicLLM, OpenAILLM
 from harness_llm.rerank import LLMReranker

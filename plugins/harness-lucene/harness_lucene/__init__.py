@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from harness.errors import HarnessError
-from harness.hookspecs import hookimpl
 from harness.io import atomic_dir, stable_hash
+from harness.plugins.hookspecs import hookimpl
 from harness.queries import Query
 from harness.retriever import BuildContext, Ranking, Retriever
 from harness.skb import SKB

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from harness.dataset import Dataset
 from harness.errors import HarnessError
-from harness.hookspecs import hookimpl
+from harness.plugins.hookspecs import hookimpl
 from harness.queries import QuerySet, load_stark_layout
 from harness.skb import SKB
 from harness_stark import files

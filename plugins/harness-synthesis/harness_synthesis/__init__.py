@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from harness.errors import HarnessError
-from harness.hookspecs import hookimpl
+from harness.plugins.hookspecs import hookimpl
 from harness.skb import SKB
 from harness.synthesis import Draft, SynthesisStage
 from harness_synthesis.templates import TEMPLATES, Template, candidates, ground
@@ -137,7 +137,7 @@ def register_commands(cli: Any) -> None:
     ) -> None:
         """Synthesize a query set from an SKB with STaRK's four stages (resumable)."""
         from harness.cli import stdout
-        from harness.runner import load_dataset
+        from harness.run import load_dataset
         from harness_synthesis.llm_stages import Filter, Fuse, TextualProperties
         from harness_synthesis.pipeline import ROLES, run_pipeline, write_query_set
 

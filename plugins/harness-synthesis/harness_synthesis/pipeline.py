@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from harness.analysis.stats import query_set_statistics
 from harness.io import atomic_write, stable_hash, write_json
 from harness.queries import Query, QuerySet, write_stark_csv
 from harness.skb import SKB
-from harness.stats import query_set_statistics
 from harness.synthesis import Draft, SynthesisStage
 
 __all__ = ["ROLES", "run_pipeline", "write_query_set"]

@@ -45,7 +45,7 @@ from harness.io import (
     temp_prefix,
     write_json,
 )
-from harness.leaderboard import LeaderboardRow, json_schema, read_rows, row_path, run_dir_of, write_merged
+from harness.leaderboard.rows import LeaderboardRow, json_schema, read_rows, row_path, run_dir_of, write_merged
 
 MANIFEST = "manifest.json"
 ARCHIVE_FORMAT = 1
@@ -210,7 +210,7 @@ class _Datasets:
         self.loaded: dict[str, Any] = {}
 
     def get(self, row: LeaderboardRow) -> tuple[Any, Any, Any]:
-        from harness.runner import dataset_from_row
+        from harness.run import dataset_from_row
 
         key = stable_hash([row.dataset.plugin, row.dataset.params])
         if key not in self.loaded:
@@ -396,7 +396,7 @@ def _recompute(
     from harness.metrics import METRICS_VERSION, evaluate, hit_matrix, means, parse_metrics
     from harness.plugins import get_plugin_manager
     from harness.queries import sample
-    from harness.runner import candidate_mask
+    from harness.run.checks import candidate_mask
     from harness.trec import read_run
 
     if row.versions.metrics != METRICS_VERSION:

@@ -1,7 +1,8 @@
 """Finding and loading plugins.
 
 Plugins are found through the ``harness`` entry-point group, first-party and third-party
-alike. ``HARNESS_PLUGINS`` (comma-separated entry-point names) restricts which load;
+alike, and as single ``.py`` files in ``--plugins-dir`` directories (``HARNESS_PLUGINS_DIR``).
+``HARNESS_PLUGINS`` (comma-separated entry-point names) restricts which load;
 an empty value loads none. A plugin that fails to import, or raises inside a hook, is
 recorded with its error and skipped; the others keep working. When two plugins register
 the same name, neither is used: the name is ambiguous, every command warns, and a run that
@@ -12,34 +13,36 @@ names it stops with an error saying which plugins clash (uninstall one, or choos
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import os
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pluggy
 
-from harness import hookspecs
 from harness.dataset import Dataset
 from harness.errors import HarnessError
-from harness.llm import LLM
 from harness.metrics import Metric
+from harness.plugins import hookspecs
 from harness.retriever import Retriever
-from harness.synthesis import SynthesisStage
 
 ENTRY_POINT_GROUP = "harness"
 ENV_VAR = "HARNESS_PLUGINS"
-DEFAULT_PLUGINS = ("harness.default_plugins.metrics",)
+#: ``os.pathsep``-separated directories of single-file plugins (what ``--plugins-dir`` sets)
+DIRS_ENV_VAR = "HARNESS_PLUGINS_DIR"
+#: Built-in plugins, registered exactly like installed ones: the metrics and every CLI command.
+DEFAULT_PLUGINS = ("harness.plugins.builtin_metrics",)
 
-#: hook name -> (base class its components must subclass, kind shown in messages)
+#: hook name -> (base class its components must subclass, kind shown in messages); plugins
+#: add kinds of their own through ``add_hookspecs`` (harness-llm adds "llm").
 COMPONENT_HOOKS: dict[str, tuple[type[Any], str]] = {
     "register_datasets": (Dataset, "dataset"),
     "register_retrievers": (Retriever, "retriever"),
     "register_metrics": (Metric, "metric"),
-    "register_llms": (LLM, "llm"),
-    "register_synthesis_stages": (SynthesisStage, "synthesis stage"),
 }
 
 
@@ -83,11 +86,46 @@ class PluginManager:
         self.pm.add_hookspecs(hookspecs)
         self.failures: list[PluginFailure] = []
         self.distributions: dict[str, str] = {}
+        self.component_hooks = dict(COMPONENT_HOOKS)
         self._components: Components | None = None
+        self._presets: list[tuple[str, Any]] | None = None
+        self.pm.hook.add_hookspecs.call_historic(kwargs={"manager": self})
         for module_name in DEFAULT_PLUGINS:
             self.pm.register(importlib.import_module(module_name), name=module_name)
         if load_entry_points:
             self._load_entry_points()
+        for directory in plugins_dirs():
+            self.load_directory(directory)
+
+    # -- what plugins may add -----------------------------------------------------------
+    def add_hookspecs(self, module: object) -> None:
+        """Hook specifications a plugin offers other plugins (call from ``add_hookspecs``)."""
+        self.pm.add_hookspecs(module)
+
+    def add_component_kind(self, hook: str, base: type[Any], kind: str) -> None:
+        """Components registered through ``hook`` must subclass ``base``; ``kind`` names them."""
+        self.component_hooks[hook] = (base, kind)
+        self._components = None
+
+    def load_directory(self, directory: str | Path) -> None:
+        """Register every ``*.py`` file in ``directory`` as a plugin (``--plugins-dir``)."""
+        folder = Path(directory)
+        if not folder.is_dir():
+            raise HarnessError(f"--plugins-dir {folder}: not a directory")
+        for path in sorted(folder.glob("*.py")):
+            name = f"{folder.name}/{path.name}"
+            if self.pm.has_plugin(name):
+                continue
+            try:
+                spec = importlib.util.spec_from_file_location(f"harness_plugins_dir.{path.stem}", path)
+                if spec is None or spec.loader is None:
+                    raise ImportError(f"cannot import {path}")
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+            except Exception as exc:
+                self.failures.append(PluginFailure(name, _describe(exc)))
+                continue
+            self.register(module, name)
 
     def _load_entry_points(self) -> None:
         allowed = os.environ.get(ENV_VAR)
@@ -113,10 +151,31 @@ class PluginManager:
         except Exception as exc:
             self.failures.append(PluginFailure(name, _describe(exc)))
         self._components = None
+        self._presets = None
 
     def unregister(self, name: str) -> None:
         self.pm.unregister(name=name)
         self._components = None
+        self._presets = None
+
+    def presets(self) -> list[tuple[str, Any]]:
+        """The registry files plugins ship, parsed: ``(plugin name, Registry)`` pairs. A plugin
+        whose file is missing or invalid is recorded as failed; the others' presets stay."""
+        if self._presets is None:
+            from harness.run.registry import parse_registry
+
+            found: list[tuple[str, Any]] = []
+            for impl in self.pm.hook.register_presets.get_hookimpls():
+                paths: list[Path | str] = []
+                try:
+                    impl.function(register=paths.append)
+                    for path in paths:
+                        text = Path(path).read_text(encoding="utf-8")
+                        found.append((impl.plugin_name, parse_registry(text, str(path))))
+                except Exception as exc:
+                    self.failures.append(PluginFailure(impl.plugin_name, _describe(exc), "register_presets"))
+            self._presets = found
+        return self._presets
 
     @property
     def components(self) -> Components:
@@ -125,9 +184,9 @@ class PluginManager:
         return self._components
 
     def _collect(self) -> Components:
-        self.failures = [f for f in self.failures if f.hook is None]
+        self.failures = [f for f in self.failures if f.hook not in (*self.component_hooks, "register")]
         components = Components(failures=self.failures)
-        for hook_name, (base, kind) in COMPONENT_HOOKS.items():
+        for hook_name, (base, kind) in self.component_hooks.items():
             registered = components.by_kind.setdefault(kind, {})
             # Sorted so that a name clash resolves the same way on every machine.
             impls = sorted(getattr(self.pm.hook, hook_name).get_hookimpls(), key=lambda i: i.plugin_name)
@@ -195,6 +254,11 @@ class PluginManager:
             if failure.hook is None and hook is None:
                 rows.append({"name": failure.plugin, "hooks": [], "errors": [failure.error]})
         return rows
+
+
+def plugins_dirs() -> list[str]:
+    value = os.environ.get(DIRS_ENV_VAR, "")
+    return [part for part in value.split(os.pathsep) if part]
 
 
 def clash_message(kind: str, name: str, owners: list[str]) -> str:

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from harness.errors import HarnessError
 from harness.plugins import COMPONENT_HOOKS, clash_message, get_plugin_manager
-from harness.secrets import redact
+from harness.run.secrets import redact
 
 console = Console(stderr=True)
 stdout = Console(soft_wrap=True)
@@ -163,12 +163,11 @@ def run(
     """Run a retriever on a dataset split; print metrics and write the run directory (row,
     configuration, per-query results, TREC run and qrels). Nothing tracked changes: rows reach
     the leaderboard through `harness submit` and `harness leaderboard merge`."""
-    from harness.registry import load_registry
-    from harness.runner import Runner, resolve
+    from harness.run import Runner, resolve
+    from harness.run.registry import load_registry
 
     registry = load_registry(registry_path)
     plugins = get_plugin_manager()
-    components = plugins.components
     metric_list = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else None
     targets: list[tuple[str | None, str | None]] = []
     if run_all:
@@ -186,7 +185,7 @@ def run(
     errors: list[str] = []
     for d, s in targets:
         try:
-            specs.append(resolve(registry, components, retriever, d, s, k, metric_list, sample, seed, params))
+            specs.append(resolve(registry, plugins, retriever, d, s, k, metric_list, sample, seed, params))
         except HarnessError as exc:
             if not run_all:
                 raise
@@ -197,8 +196,9 @@ def run(
         data = [
             {
                 "run": spec.describe(),
-                "retriever": spec.retriever_entry.model_dump(),
-                "dataset": spec.dataset_entry.model_dump(),
+                "retriever": spec.main.info.model_dump(),
+                "uses": [c.info.model_dump() for c in spec.uses],
+                "dataset": spec.dataset_component.info.model_dump(),
                 "metrics": spec.metrics,
                 "condition": spec.condition.name if spec.condition else None,
             }
@@ -298,7 +298,7 @@ def _print_outcome(outcome: Any) -> None:
 @_registry_option
 def list_(fmt: str, registry_path: str | None) -> None:
     """Datasets, retrievers, metrics and conditions known to the registry and plugins."""
-    from harness.registry import load_registry
+    from harness.run.registry import load_registry
 
     registry = load_registry(registry_path)
     components = get_plugin_manager().components
@@ -316,9 +316,9 @@ def list_(fmt: str, registry_path: str | None) -> None:
     for name in components.by_kind.get("dataset", {}):
         data["datasets"].setdefault(name, {"plugin": name, "params": {}, "splits": []})
     for name, rentry in registry.retrievers.items():
-        data["retrievers"][name] = {"plugin": rentry.plugin, "params": rentry.params, "first_stage": rentry.first_stage}
+        data["retrievers"][name] = {"plugin": rentry.plugin, "params": rentry.params}
     for name in components.by_kind.get("retriever", {}):
-        data["retrievers"].setdefault(name, {"plugin": name, "params": {}, "first_stage": None})
+        data["retrievers"].setdefault(name, {"plugin": name, "params": {}})
     for family, metric in sorted(components.by_kind.get("metric", {}).items()):
         data["metrics"].append(f"{family}@k" if metric.requires_k else (f"{family}[@k]" if metric.takes_k else family))
     for condition in registry.conditions:
@@ -373,7 +373,7 @@ def leaderboard() -> None:
 @click.option("--dataset", help="only this dataset")
 def show(path: str, fmt: str, metrics: str | None, dataset: str | None) -> None:
     """The leaderboard (a directory or a JSON file of rows) as a table."""
-    from harness.leaderboard import markdown_table, read_rows, table_rows
+    from harness.leaderboard.rows import markdown_table, read_rows, table_rows
 
     rows = read_rows(Path(path))
     if dataset:
@@ -398,7 +398,7 @@ def show(path: str, fmt: str, metrics: str | None, dataset: str | None) -> None:
 @leaderboard.command()
 def schema() -> None:
     """Print the JSON Schema of a leaderboard row."""
-    from harness.leaderboard import json_schema
+    from harness.leaderboard.rows import json_schema
 
     _echo_json(json_schema())
 
@@ -419,7 +419,7 @@ def validate_cmd(paths: tuple[str, ...], data_dir: str | None, schema_file: str 
     installed here. Exit status 1 when any row fails."""
     import tempfile
 
-    from harness.submission import collect, validate
+    from harness.leaderboard.bundles import collect, validate
 
     schema = json.loads(Path(schema_file).read_text(encoding="utf-8")) if schema_file else None
     with tempfile.TemporaryDirectory() as work:
@@ -452,7 +452,7 @@ def merge_cmd(submissions: tuple[str, ...], into: str, supersede: bool, data_dir
 
     The same configuration again replaces its row; another configuration under an existing
     name is refused (unless --supersede). Each merge adds an entry to CHANGELOG.md."""
-    from harness.submission import merge
+    from harness.leaderboard.bundles import merge
 
     actions = merge(list(submissions), into, data_dir, supersede)
     for action in actions:
@@ -469,7 +469,7 @@ def merge_cmd(submissions: tuple[str, ...], into: str, supersede: bool, data_dir
 def withdraw_cmd(retriever: str, source: str, dataset: str | None, split: str | None, reason: str) -> None:
     """Take a retriever's rows (and their per-query results) off the leaderboard, with the
     reason in CHANGELOG.md: for rows that can no longer be validated or reproduced."""
-    from harness.submission import withdraw
+    from harness.leaderboard.bundles import withdraw
 
     for row in withdraw(source, retriever, reason, dataset, split):
         stdout.print(f"withdrew {row.dataset.name}/{row.split} {row.retriever.name} {row.config_hash}", highlight=False)
@@ -482,7 +482,7 @@ def withdraw_cmd(retriever: str, source: str, dataset: str | None, split: str | 
 def publish_cmd(source: str, out: str, metrics: str | None) -> None:
     """Render the leaderboard: Markdown tables per dataset/split and a static HTML site
     (one page per dataset, sortable tables, metric-vs-latency plots) that opens from file://."""
-    from harness.publish import publish
+    from harness.leaderboard.publish import publish
 
     metric_list = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else None
     written = publish(source, out, metric_list)
@@ -498,7 +498,7 @@ def submit(run_dirs: tuple[str, ...], out: str, data_dir: str | None, no_validat
     """Bundle runs (their rows, per-query results, TREC runs) and this environment into one
     archive for `harness leaderboard validate` and `merge`. RUN_DIRS are run directories
     written by `harness run`, or a directory holding them."""
-    from harness.submission import bundle
+    from harness.leaderboard.bundles import bundle
 
     manifest = bundle(list(run_dirs), out, check=not no_validate, data_dir=data_dir)
     stdout.print(
@@ -572,7 +572,7 @@ def evaluate_cmd(run_file: str, qrels: str, metrics: str, per_query: bool, fmt: 
 @_registry_option
 def describe(dataset: str, fmt: str, data_dir: str | None, registry_path: str | None) -> None:
     """Counts for a dataset: nodes and edges by type, candidates, queries per split."""
-    from harness.runner import load_dataset
+    from harness.run import load_dataset
 
     info = load_dataset(dataset, data_dir, registry_path).describe()
     if fmt == "json":
@@ -610,9 +610,9 @@ def stats(
 
     Of a dataset's queries (DATASET), or of any query set in STaRK's layout (--queries DIR,
     e.g. one written by `harness synthesize`)."""
+    from harness.analysis.stats import query_set_statistics, write_histograms
     from harness.queries import load_stark_layout
-    from harness.runner import load_dataset
-    from harness.stats import query_set_statistics, write_histograms
+    from harness.run import load_dataset
 
     if (dataset is None) == (queries_dir is None):
         raise HarnessError("stats: give a DATASET or --queries DIR (one of them)")
@@ -657,7 +657,7 @@ def stats(
 def compare(runs: tuple[str, ...], metric: str, resamples: int, seed: int, fmt: str) -> None:
     """Compare runs (directories with per_query.jsonl) against the first: difference, paired
     randomization and t-test p-values, bootstrap 95% interval."""
-    from harness.compare import compare_runs
+    from harness.analysis.compare import compare_runs
 
     results = compare_runs(list(runs), metric, resamples, seed)
     if fmt == "json":

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from harness.hookspecs import hookimpl
 from harness.metrics import BUILTIN_METRICS
 from harness.plugins import Register
+from harness.plugins.hookspecs import hookimpl
 
 
 @hookimpl

@@ -12,84 +12,16 @@ A row written with the configuration hash of an existing row replaces it.
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import ValidationError
 
 from harness.errors import HarnessError
 from harness.io import write_json
+from harness.run.record import SCHEMA_VERSION, ComponentInfo, Hardware, Latency, LeaderboardRow, Versions
 
-SCHEMA_VERSION = 1
-
-
-class ComponentInfo(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str = Field(description="registry or plugin name")
-    plugin: str = Field(description="component name registered by the plugin")
-    params: dict[str, Any] = Field(default_factory=dict)
-    version: str = Field(description="component version")
-    package: str | None = Field(None, description="distribution that provided it")
-    #: the parameters the component is built with, when they differ from the recorded ones
-    #: (URL credentials, which are recorded as ***); never serialised
-    _runtime_params: dict[str, Any] | None = PrivateAttr(default=None)
-
-    @property
-    def runtime_params(self) -> dict[str, Any]:
-        return self._runtime_params if self._runtime_params is not None else self.params
-
-
-class Latency(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    mean_ms: float
-    p50_ms: float
-    p95_ms: float
-    batch_size: int = Field(description="queries per search call; latency is amortised per query")
-
-
-class Hardware(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    device: str
-    cpu: str
-    gpu: str | None = None
-
-
-class Versions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    python: str
-    harness: str
-    metrics: str = Field(description="version of the metric definitions")
-    torch: str | None = None
-    numpy: str
-
-
-class LeaderboardRow(BaseModel):
-    """One evaluated configuration: what ran, on what, how well, how fast, where."""
-
-    model_config = ConfigDict(extra="forbid")
-    schema_version: int = SCHEMA_VERSION
-    retriever: ComponentInfo
-    first_stage: ComponentInfo | None = None
-    uses: list[ComponentInfo] = Field(default_factory=list, description="retrievers a composite builds on")
-    dataset: ComponentInfo
-    dataset_fingerprint: str
-    split: str
-    num_queries: int = Field(ge=0)
-    queries_without_candidate_answers: int = Field(0, ge=0)
-    sample: float | None = Field(None, description="fraction of the split evaluated (seeded)")
-    k: int = Field(gt=0)
-    metrics: dict[str, float]
-    latency: Latency
-    index_build_seconds: float
-    total_seconds: float
-    regime: Literal["zero-shot", "trained", "llm-at-query-time"]
-    usage: dict[str, Any] = Field(default_factory=dict, description="tokens, cost (USD), API calls")
-    hardware: Hardware
-    versions: Versions
-    config_hash: str
-    timestamp: datetime
-    run_dir: str | None = Field(None, description="per-query results and TREC run, relative or absolute")
+__all__ = ["SCHEMA_VERSION", "ComponentInfo", "Hardware", "Latency", "LeaderboardRow", "Versions"]
 
 
 def row_path(directory: Path, row: LeaderboardRow) -> Path:
@@ -161,7 +93,7 @@ def table_rows(rows: list[LeaderboardRow], metrics: list[str] | None = None) -> 
     header = ["dataset", "split", "retriever", "n", *metrics, "ms/query", "regime", "date"]
     cells = []
     for row in sorted(rows, key=lambda r: (r.dataset.name, r.split, -r.metrics.get(metrics[0] if metrics else "", 0))):
-        name = row.retriever.name + (f" > {row.first_stage.name}" if row.first_stage else "")
+        name = display_name(row)
         sample = f" ({row.sample:.0%})" if row.sample else ""
         cells.append(
             [row.dataset.name, row.split, name, f"{row.num_queries}{sample}"]
@@ -176,3 +108,9 @@ def markdown_table(rows: list[LeaderboardRow], metrics: list[str] | None = None)
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(c) + " |" for c in cells]
     return "\n".join(lines) + "\n"
+
+
+def display_name(row: LeaderboardRow) -> str:
+    """The retriever's name, with the first stage of a reranker: ``reranker > first-stage``."""
+    first = row.retriever.params.get("first_stage")
+    return row.retriever.name + (f" > {first}" if isinstance(first, str) and row.uses else "")

@@ -29,7 +29,7 @@ import numpy as np
 
 from harness.errors import HarnessError
 from harness.io import atomic_write, clean_stale, replace_dir, temp_prefix
-from harness.leaderboard import LeaderboardRow, read_rows, run_dir_of
+from harness.leaderboard.rows import LeaderboardRow, read_rows, run_dir_of
 
 TEXT_COLUMNS = {"retriever", "regime", "LLM", "date", "harness"}
 MARKER = ".harness-site"  # marks a directory publish may replace
@@ -128,7 +128,7 @@ def versus_best(rows: list[LeaderboardRow], metrics: list[str], root: Path) -> d
     Rows whose per-query results are not at hand are left out."""
     if not metrics:
         return {}
-    from harness.compare import load_per_query, paired_test
+    from harness.analysis.compare import load_per_query, paired_test
 
     ranked = _ranked(rows, metrics)
     best = next((r for r in ranked if not r.sample), ranked[0])
@@ -241,7 +241,7 @@ def _versus_note(columns: list[str]) -> str:
 
 
 def _asset(name: str) -> str:
-    return resources.files("harness").joinpath("web", name).read_text(encoding="utf-8")
+    return resources.files("harness.leaderboard").joinpath("web", name).read_text(encoding="utf-8")
 
 
 def _page(title: str, nav: str, body: str, data: list[dict[str, Any]]) -> str:

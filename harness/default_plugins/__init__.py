@@ -1,1 +1,0 @@
-"""Plugins that ship inside the core, registered like any other plugin."""

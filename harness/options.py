@@ -1,0 +1,69 @@
+"""Parameters, declared once.
+
+Every component (dataset, retriever) declares its parameters as a pydantic model named
+``Options`` on its class, one field each, with a type, a default and a description::
+
+    class BM25(harness.Retriever):
+        name = "bm25"
+
+        class Options(harness.Options):
+            k1: float = Field(0.9, ge=0, description="term-frequency saturation")
+            b: float = Field(0.4, ge=0, le=1, description="length normalisation")
+
+The harness validates registry entries against it when the registry loads, ``harness list
+--params`` prints it, and rows record ``options.model_dump()``: every parameter with the value
+that ran, defaults and derived defaults included, so a release that changes one can never reuse
+results computed with the old value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from harness.errors import HarnessError
+
+
+class Options(BaseModel):
+    """Base class of a component's parameters. Unknown names are an error; derive defaults
+    that depend on other fields in a ``model_validator(mode="after")`` so they are recorded."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+def parse_options(options: type[Options], params: dict[str, Any] | None, what: str) -> Options:
+    """``params`` validated against ``options``, or one :class:`HarnessError` listing every problem."""
+    try:
+        return options.model_validate(dict(params or {}))
+    except ValidationError as exc:
+        raise HarnessError(f"{what}: bad parameters: {describe_errors(exc)}") from None
+
+
+def describe_errors(exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors():
+        loc = ".".join(str(part) for part in error["loc"])
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            message = "not a parameter of this component"
+        problems.append(f"{loc}: {message}" if loc else message)
+    return "; ".join(problems)
+
+
+def describe_options(options: type[Options]) -> list[dict[str, Any]]:
+    """One entry per parameter (name, type, default, description), for ``harness list --params``."""
+    rows = []
+    for name, field in options.model_fields.items():
+        annotation = field.annotation
+        type_name = getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+        default = None if field.is_required() else field.get_default(call_default_factory=True)
+        rows.append(
+            {
+                "name": name,
+                "type": type_name,
+                "default": "(required)" if field.is_required() else default,
+                "description": field.description or "",
+            }
+        )
+    return rows

@@ -1,0 +1,136 @@
+"""What the runner checks at the plugin boundary and on disk: rankings as retrievers return
+them (``check_rankings``, ``clean_ranking``) and the resume log (``read_results``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.errors import HarnessError
+from harness.queries import Query
+from harness.retriever import Ranking
+from harness.skb import SKB
+
+
+def candidate_mask(skb: SKB) -> np.ndarray:
+    """Boolean array over node ids: True for the nodes a retriever may return."""
+    mask = np.zeros(skb.num_nodes, dtype=bool)
+    mask[skb.candidate_ids] = True
+    return mask
+
+
+def check_rankings(name: str, batch: Sequence[Query], rankings: Any, k: int) -> list[Ranking]:
+    if not isinstance(rankings, Sequence) or len(rankings) != len(batch):
+        count = len(rankings) if isinstance(rankings, Sequence) else type(rankings).__name__
+        raise HarnessError(f"retriever {name!r} returned {count} rankings for {len(batch)} queries")
+    for query, ranking in zip(batch, rankings, strict=True):
+        if not isinstance(ranking, Ranking):
+            raise HarnessError(f"retriever {name!r} returned {type(ranking).__name__}, not a Ranking")
+        if len(ranking.ids) > k:
+            raise HarnessError(
+                f"retriever {name!r}, query {query.id}: {len(ranking.ids)} results, asked for at most {k}"
+            )
+    return list(rankings)
+
+
+#: The largest score magnitude a ranking may carry: 32-bit floats reach 3.4e38, and ties are
+#: written one float32 step apart, so scores stay clear of the top of that range.
+MAX_SCORE = 1e37
+
+
+def clean_ranking(
+    name: str, query: Query, ranking: Ranking, is_candidate: np.ndarray, dropped: dict[str, int]
+) -> Ranking:
+    """A retriever's ranking as the harness records it, or one clear error.
+
+    The order is the retriever's, so its scores must be finite and never increase (equal
+    scores keep the retriever's order: that is the tie rule everywhere in the harness). Ids
+    must be nodes. Non-candidate ids and repeats are dropped here, counted in ``dropped``,
+    so that the metrics, the per-query file and the TREC run all see the same list.
+    """
+    ids, scores = ranking.ids, ranking.scores
+    where = f"retriever {name!r}, query {query.id}"
+    bad = np.flatnonzero(~np.isfinite(scores))
+    if len(bad):
+        raise HarnessError(f"{where}: score {float(scores[bad[0]])!r} at rank {bad[0] + 1} is not a finite number")
+    huge = np.flatnonzero(np.abs(scores) > MAX_SCORE)
+    if len(huge):
+        raise HarnessError(
+            f"{where}: score {float(scores[huge[0]])!r} at rank {huge[0] + 1} is beyond ±{MAX_SCORE:g}: run files "
+            "carry scores as 32-bit floats (trec_eval reads them so); leave out masked candidates instead"
+        )
+    rising = np.flatnonzero(np.diff(scores) > 0)
+    if len(rising):
+        i = int(rising[0])
+        raise HarnessError(
+            f"{where}: scores must not increase down a ranking (best first), but rank {i + 1} has "
+            f"{float(scores[i])!r} and rank {i + 2} has {float(scores[i + 1])!r}"
+        )
+    outside = np.flatnonzero((ids < 0) | (ids >= len(is_candidate)))
+    if len(outside):
+        raise HarnessError(f"{where}: id {ids[outside[0]]} is not a node of the SKB (0..{len(is_candidate) - 1})")
+    keep = is_candidate[ids]
+    dropped["non-candidate"] += int((~keep).sum())
+    _, first = np.unique(ids, return_index=True)
+    unique = np.zeros(len(ids), dtype=bool)
+    unique[first] = True
+    dropped["repeated"] += int((keep & ~unique).sum())
+    keep &= unique
+    return ranking if keep.all() else Ranking(ids[keep], scores[keep])
+
+
+def read_build_seconds(path: Path) -> float:
+    """The recorded index build time; a file cut short by an interruption counts as unknown (0)."""
+    try:
+        seconds = json.loads(path.read_text(encoding="utf-8"))["seconds"]
+        return float(seconds) if isinstance(seconds, int | float) and seconds >= 0 else 0.0
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0
+
+
+def _valid_record(record: Any) -> bool:
+    """One resume-log line as the runner writes it (anything else is not trusted)."""
+    if not isinstance(record, dict) or not isinstance(record.get("qid"), int):
+        return False
+    ids, scores = record.get("ids"), record.get("scores")
+    if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        return False
+    if not isinstance(scores, list) or len(scores) != len(ids):
+        return False
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v) for v in scores):
+        return False
+    latency = record.get("latency_ms")
+    return isinstance(latency, int | float) and not isinstance(latency, bool) and latency >= 0
+
+
+def read_results(path: Path, wanted: set[int], notes: list[str] | None = None) -> dict[int, dict[str, Any]]:
+    """Completed queries from the resume log. The log is cut at the first line that is torn
+    (an interruption) or not what the runner writes; what followed is searched again."""
+    if not path.exists():
+        return {}
+    results: dict[int, dict[str, Any]] = {}
+    good_bytes = 0
+    with path.open("rb") as handle:
+        for raw in handle:
+            if not raw.endswith(b"\n"):
+                break
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                break
+            if not _valid_record(record):
+                break  # from here on the log is not the runner's: those queries are searched again
+            qid = record["qid"]
+            if qid in wanted:
+                results[qid] = record
+            good_bytes += len(raw)
+    if good_bytes != path.stat().st_size:
+        if notes is not None:
+            notes.append(f"{path}: cut at byte {good_bytes} (a torn or foreign line); those queries run again")
+        with path.open("r+b") as handle:
+            handle.truncate(good_bytes)
+    return results

@@ -1,0 +1,127 @@
+"""The record of a run: the leaderboard row's format (a pydantic model; its JSON Schema is
+``harness leaderboard schema``) and the environment it notes (hardware, versions).
+
+Schema 2: a reranker is a composite like any other (its first stage is a parameter and the
+first entry of ``uses``); every component records the parameters that ran, defaults resolved.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+import harness
+
+SCHEMA_VERSION = 2
+
+
+class ComponentInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(description="registry or plugin name")
+    plugin: str = Field(description="component name registered by the plugin")
+    params: dict[str, Any] = Field(default_factory=dict)
+    version: str = Field(description="component version")
+    package: str | None = Field(None, description="distribution that provided it")
+    #: the parameters the component is built with, when they differ from the recorded ones
+    #: (URL credentials, which are recorded as ***); never serialised
+    _runtime_params: dict[str, Any] | None = PrivateAttr(default=None)
+
+    @property
+    def runtime_params(self) -> dict[str, Any]:
+        return self._runtime_params if self._runtime_params is not None else self.params
+
+
+class Latency(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    mean_ms: float
+    p50_ms: float
+    p95_ms: float
+    batch_size: int = Field(description="queries per search call; latency is amortised per query")
+
+
+class Hardware(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    device: str
+    cpu: str
+    gpu: str | None = None
+
+
+class Versions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    python: str
+    harness: str
+    metrics: str = Field(description="version of the metric definitions")
+    torch: str | None = None
+    numpy: str
+
+
+class LeaderboardRow(BaseModel):
+    """One evaluated configuration: what ran, on what, how well, how fast, where."""
+
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = SCHEMA_VERSION
+    retriever: ComponentInfo
+    uses: list[ComponentInfo] = Field(
+        default_factory=list, description="retrievers it builds on (a reranker's first stage first), recursively"
+    )
+    dataset: ComponentInfo
+    dataset_fingerprint: str
+    split: str
+    num_queries: int = Field(ge=0)
+    queries_without_candidate_answers: int = Field(0, ge=0)
+    sample: float | None = Field(None, description="fraction of the split evaluated (seeded)")
+    k: int = Field(gt=0)
+    metrics: dict[str, float]
+    latency: Latency
+    index_build_seconds: float
+    total_seconds: float
+    regime: Literal["zero-shot", "trained", "llm-at-query-time"]
+    usage: dict[str, Any] = Field(default_factory=dict, description="tokens, cost (USD), API calls")
+    hardware: Hardware
+    versions: Versions
+    config_hash: str
+    timestamp: datetime
+    run_dir: str | None = Field(None, description="per-query results and TREC run, relative or absolute")
+
+
+
+
+def hardware(device: str) -> Hardware:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpu = None
+    if device == "cuda":
+        import torch
+
+        gpu = torch.cuda.get_device_name(0)
+    return Hardware(device=device, cpu=f"{cpu} ({os.cpu_count()} cores)", gpu=gpu)
+
+
+def versions() -> Versions:
+    from harness.metrics import METRICS_VERSION
+
+    try:
+        import importlib.metadata
+
+        torch_version: str | None = importlib.metadata.version("torch")
+    except Exception:
+        torch_version = None
+    return Versions(
+        python=platform.python_version(),
+        harness=harness.__version__,
+        metrics=METRICS_VERSION,
+        torch=torch_version,
+        numpy=np.__version__,
+    )

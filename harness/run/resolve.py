@@ -1,0 +1,233 @@
+"""From names to a run: every name looked up once, every component constructed once.
+
+``resolve`` turns the command line (or a condition) into a :class:`RunSpec`: the dataset and
+the retriever with every retriever it ``uses()``, recursively, each constructed once with its
+validated parameters. The runner builds and searches exactly these objects, and the row
+records exactly their parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.dataset import Dataset
+from harness.errors import HarnessError
+from harness.metrics import DEFAULT_METRICS, parse_metrics
+from harness.retriever import Reranker, Retriever
+from harness.run.record import ComponentInfo
+from harness.run.registry import Condition, DatasetEntry, Registry, RetrieverEntry
+from harness.run.secrets import check_no_secrets, redacted
+
+
+@dataclass
+class Component:
+    """A dataset or retriever as a run uses it: its name, the object, what the row records."""
+
+    name: str
+    instance: Any
+    info: ComponentInfo
+
+
+@dataclass
+class RunSpec:
+    """A fully resolved run: every name looked up, every default filled in."""
+
+    retriever: str
+    #: the retriever first, then every retriever it uses (depth first), each once
+    retrievers: dict[str, Component]
+    dataset: str
+    dataset_component: Component
+    split: str
+    k: int
+    metrics: list[str]
+    sample: float | None = None
+    seed: int = 0
+    condition: Condition | None = None
+    #: default metrics left out because their cut-off is deeper than the ranking can be
+    dropped_metrics: list[str] = field(default_factory=list)
+
+    @property
+    def main(self) -> Component:
+        return self.retrievers[self.retriever]
+
+    @property
+    def uses(self) -> list[Component]:
+        return [c for name, c in self.retrievers.items() if name != self.retriever]
+
+    def describe(self) -> str:
+        instance = self.main.instance
+        chain = (
+            f"{instance.options.first_stage} → {self.retriever}" if isinstance(instance, Reranker) else self.retriever
+        )
+        extra = f", {self.sample:.0%} sample" if self.sample else ""
+        return f"{chain} on {self.dataset}/{self.split} (k={self.k}{extra})"
+
+
+def _entry(kind: str, entries: dict[str, Any], entry_type: type[Any], plugins: Any, name: str) -> Any:
+    """A registry entry by name, else a plugin component of that name with default parameters."""
+    components = plugins.components
+    if name in entries:
+        components.get(kind, entries[name].plugin)  # its plugin must be installed
+        return entries[name]
+    if name in components.by_kind.get(kind, {}) or (kind, name) in components.clashes:
+        components.get(kind, name)  # a clash is reported here
+        return entry_type(plugin=name)
+    known = ", ".join(sorted(set(entries) | set(components.by_kind.get(kind, {})))) or "none"
+    raise HarnessError(f"unknown {kind} {name!r}; known: {known}{components.failure_hint()}")
+
+
+def construct(plugins: Any, kind: str, name: str, plugin: str, params: dict[str, Any]) -> Component:
+    """The component ``plugin`` constructed with ``params`` (validated by its ``Options``)."""
+    components = plugins.components
+    cls = components.get(kind, plugin)
+    what = f"{kind} {name!r}"
+    check_no_secrets(params, what)
+    try:
+        instance = cls(**params)
+    except HarnessError as exc:
+        raise HarnessError(str(exc).replace(f"{kind} {plugin!r}", what, 1)) from None
+    except TypeError as exc:
+        raise HarnessError(f"{what}: bad parameters {params}: {exc}") from exc
+    full = instance.params
+    info = ComponentInfo(
+        name=name,
+        plugin=plugin,
+        params=redacted(full),  # what is recorded: URL credentials as ***
+        version=str(getattr(cls, "version", "0")),
+        package=plugins.distributions.get(components.owner.get((kind, plugin), "")),
+    )
+    if info.params != full:
+        info._runtime_params = full
+    return Component(name, instance, info)
+
+
+def resolve_retrievers(registry: Registry, plugins: Any, name: str) -> dict[str, Component]:
+    """``name`` and every retriever it uses, recursively, each constructed once (cycles are errors)."""
+    found: dict[str, Component] = {}
+
+    def visit(current: str, path: tuple[str, ...]) -> None:
+        if current in path:
+            raise HarnessError(f"retriever {path[-1]!r} uses {current!r} in a cycle ({' → '.join((*path, current))})")
+        if current in found:
+            return
+        entry = _entry("retriever", registry.retrievers, RetrieverEntry, plugins, current)
+        found[current] = construct(plugins, "retriever", current, entry.plugin, entry.params)
+        for used in found[current].instance.uses():
+            visit(used, (*path, current))
+
+    visit(name, ())
+    return found
+
+
+def resolve_dataset(registry: Registry, plugins: Any, name: str, params: dict[str, Any] | None = None) -> Component:
+    """The dataset ``name`` constructed; ``params`` override its entry's (``--data-dir``)."""
+    entry: DatasetEntry = _entry("dataset", registry.datasets, DatasetEntry, plugins, name)
+    return construct(plugins, "dataset", name, entry.plugin, {**entry.params, **(params or {})})
+
+
+def resolve(
+    registry: Registry,
+    plugins: Any,
+    retriever: str | None = None,
+    dataset: str | None = None,
+    split: str | None = None,
+    k: int | None = None,
+    metrics: Sequence[str] | None = None,
+    sample_fraction: float | None = None,
+    seed: int = 0,
+    dataset_params: dict[str, Any] | None = None,
+) -> RunSpec:
+    """Fill in defaults from the registry, check every name, construct every component.
+    ``plugins`` is the :class:`harness.plugins.PluginManager`; ``dataset_params`` override the
+    dataset entry's parameters (``--data-dir`` sets ``data_dir``)."""
+    retriever = retriever or registry.defaults.retriever
+    dataset = dataset or registry.defaults.dataset
+    if retriever is None:
+        raise HarnessError("no retriever given and the registry names no default (--retriever NAME)")
+    if dataset is None:
+        raise HarnessError("no dataset given and the registry names no default (--dataset NAME)")
+    split = split or registry.defaults.split
+    condition = registry.condition_for(retriever, dataset, split)
+    k = k if k is not None else (condition.k if condition else registry.defaults.k)
+    if k <= 0:
+        raise HarnessError(f"k must be a positive integer, got {k}")
+    if metrics is not None and not list(metrics):
+        raise HarnessError("no metrics requested: give --metrics NAME[,NAME…], or leave it out for the defaults")
+    if sample_fraction is not None and not 0 < sample_fraction <= 1:
+        raise HarnessError(f"--sample must be a fraction in (0, 1], got {sample_fraction}")
+    metric_names = list(metrics or registry.defaults.metrics or DEFAULT_METRICS)
+    parsed = parse_metrics(metric_names, plugins.components.by_kind.get("metric", {}))  # fail early on typos
+    if sample_fraction is None and condition is not None:
+        sample_fraction = condition.sample
+    retrievers = resolve_retrievers(registry, plugins, retriever)
+    main: Retriever = retrievers[retriever].instance
+    depth, why = k, f"k={k}"
+    if isinstance(main, Reranker) and main.options.candidates < k:  # type: ignore[attr-defined]
+        candidates = main.options.candidates  # type: ignore[attr-defined]
+        depth, why = candidates, f"{retriever!r} reranks {candidates} candidates"
+    deeper = [m.name for m in parsed if m.k is not None and m.k > depth]
+    dropped: list[str] = []
+    if deeper and metrics is None:
+        # the default set: leave out what a ranking this deep cannot measure, rather than report it
+        metric_names, dropped = [m.name for m in parsed if m.name not in deeper], deeper
+    elif deeper:
+        raise HarnessError(
+            f"{', '.join(deeper)}: a cut-off deeper than the ranking ({why}) cannot be measured; "
+            + (
+                f"run with --k {max(m.k or 0 for m in parsed)} or drop {'it' if len(deeper) == 1 else 'them'}"
+                if depth == k
+                else f"drop {'it' if len(deeper) == 1 else 'them'} or rerank more candidates"
+            )
+        )
+    return RunSpec(
+        retriever=retriever,
+        retrievers=retrievers,
+        dataset=dataset,
+        dataset_component=resolve_dataset(registry, plugins, dataset, dataset_params),
+        split=split,
+        k=k,
+        metrics=metric_names,
+        sample=sample_fraction,
+        seed=seed,
+        condition=condition,
+        dropped_metrics=dropped,
+    )
+
+
+def load_dataset(name: str, data_dir: str | None = None, registry_path: str | None = None) -> Dataset:
+    """The dataset plugin instance for a registry (or plugin) name, with ``data_dir`` if given:
+    what commands use to reach a dataset's SKB and queries outside a run."""
+    from harness.plugins import get_plugin_manager
+    from harness.run.registry import load_registry
+
+    plugins = get_plugin_manager()
+    params = {"data_dir": data_dir} if data_dir else None
+    return resolve_dataset(load_registry(registry_path, plugins), plugins, name, params).instance
+
+
+def dataset_from_row(info: ComponentInfo, data_dir: str | None = None) -> Dataset:
+    """The dataset a leaderboard row was evaluated on, rebuilt from its plugin and parameters
+    (``data_dir`` overrides where the files are)."""
+    from harness.plugins import get_plugin_manager
+
+    params = {**info.params, **({"data_dir": data_dir} if data_dir else {})}
+    return construct(get_plugin_manager(), "dataset", info.name, info.plugin, params).instance
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` → ``cuda`` when torch sees a GPU, else ``cpu``."""
+    if device not in ("auto", "cpu", "cuda"):
+        raise HarnessError(f"--device must be auto, cpu or cuda, not {device!r}")
+    if device == "cpu":
+        return device
+    try:
+        import torch
+
+        available = torch.cuda.is_available()
+    except ImportError:
+        available = False
+    if device == "cuda" and not available:
+        raise HarnessError("--device cuda: no CUDA device is available (torch missing or no GPU)")
+    return "cuda" if available else "cpu"

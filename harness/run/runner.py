@@ -1,0 +1,401 @@
+"""Running a retriever on a dataset split: resolve, build, search, evaluate, record.
+
+A run lives in its own directory, named by the hash of its configuration::
+
+    results.jsonl    one line per query as it completes (the resume log)
+    build.json       index build time
+    config.json      the configuration its name hashes
+    per_query.jsonl  per-query metrics, written at the end
+    run.trec         the rankings as a TREC run file
+    row.json         the leaderboard row
+
+Re-running the same configuration resumes: queries already in ``results.jsonl`` are not
+searched again, and a line cut short by an interruption is discarded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.dataset import Dataset
+from harness.errors import HarnessError
+from harness.io import atomic_write, exclusive, leaderboard_lock, stable_hash, write_json
+from harness.metrics import METRICS_VERSION, evaluate, hit_matrix, means, parse_metrics
+from harness.queries import Query, sample
+from harness.retriever import BuildContext, ProgressFactory, ProgressTask, Ranking, Retriever
+from harness.run.checks import candidate_mask, check_rankings, clean_ranking, read_build_seconds, read_results
+from harness.run.record import Latency, LeaderboardRow, hardware, versions
+from harness.run.registry import Registry
+from harness.run.resolve import Component, RunSpec, resolve_device
+from harness.skb import SKB
+from harness.trec import write_qrels, write_run
+
+
+@dataclass
+class CheckResult:
+    metric: str
+    expected: float
+    actual: float | None
+    tolerance: float
+
+    @property
+    def ok(self) -> bool:
+        return self.actual is not None and abs(self.actual - self.expected) <= self.tolerance + 1e-12
+
+
+@dataclass
+class RunOutcome:
+    spec: RunSpec
+    row: LeaderboardRow
+    run_dir: Path
+    row_path: Path | None
+    resumed_queries: int
+    checks: list[CheckResult] = field(default_factory=list)
+    #: What the runner healed and the user should know (ids dropped from rankings, ...).
+    notes: list[str] = field(default_factory=list)
+
+
+def check_answers(skb: SKB, queries: Sequence[Query], where: str) -> int:
+    """Refuse answer ids that are not nodes; return how many queries have no candidate answer."""
+    bad = [(q.id, a) for q in queries for a in q.answer_ids if not 0 <= a < skb.num_nodes]
+    if bad:
+        shown = ", ".join(f"query {qid}: {aid}" for qid, aid in bad[:5])
+        raise HarnessError(f"{where}: {len(bad)} answer ids are not nodes of SKB {skb.name!r} ({shown})")
+    return sum(1 for q in queries if not skb.is_candidate(np.asarray(q.answer_ids)).any())
+
+
+class Runner:
+    """Executes :class:`RunSpec`s; holds loaded datasets so ``--all`` loads each once."""
+
+    def __init__(
+        self,
+        plugins: Any,
+        output_dir: str | Path = "runs",
+        leaderboard_dir: str | Path | None = None,
+        device: str = "auto",
+        batch_size: int | None = None,
+        progress: ProgressFactory | None = None,
+        cache_dir: str | Path | None = None,
+        fresh: bool = False,
+        registry: Registry | None = None,
+    ) -> None:
+        from harness.io import cache_root
+
+        self.plugins = plugins
+        self.output_dir = Path(output_dir)
+        self.leaderboard_dir = Path(leaderboard_dir) if leaderboard_dir is not None else None
+        if self.leaderboard_dir is not None and (self.leaderboard_dir / "CHANGELOG.md").exists():
+            raise HarnessError(
+                f"{self.leaderboard_dir} is a curated leaderboard (it has a CHANGELOG.md): it changes only through "
+                f"`harness submit RUN_DIR -o run.tar.gz` and `harness leaderboard merge run.tar.gz --into "
+                f"{self.leaderboard_dir}`"
+            )
+        self.device = resolve_device(device)
+        self.batch_size = batch_size
+        self.progress: ProgressFactory = progress or (lambda description, total: ProgressTask())
+        self.cache_dir = Path(cache_dir) if cache_dir else cache_root()
+        self.fresh = fresh
+        self.registry = registry or Registry()
+        self._datasets: dict[str, Dataset] = {}
+        if batch_size is not None and batch_size <= 0:
+            raise HarnessError(f"--batch-size must be positive, got {batch_size}")
+
+    # -- components ------------------------------------------------------------------
+    def dataset(self, component: Component) -> Dataset:
+        """The spec's dataset; with ``--all``, the first object of equal configuration is reused,
+        so each dataset is loaded once."""
+        key = stable_hash([component.info.plugin, component.info.params])
+        return self._datasets.setdefault(key, component.instance)
+
+    # -- running ---------------------------------------------------------------------
+    def run(self, spec: RunSpec) -> RunOutcome:
+        started = time.perf_counter()
+        dataset = self.dataset(spec.dataset_component)
+        queries = dataset.load_queries().split(spec.split)
+        if spec.sample:
+            queries = sample(queries, spec.sample, spec.seed)
+        if not queries:
+            raise HarnessError(f"dataset {spec.dataset!r}, split {spec.split!r} has no queries")
+        skb = dataset.load_skb()
+        no_candidate_answer = check_answers(skb, queries, f"dataset {spec.dataset!r}, split {spec.split!r}")
+
+        retriever_info = spec.main.info
+        uses = [component.info for component in spec.uses]
+        dataset_info = spec.dataset_component.info
+        config = {
+            "retriever": retriever_info.model_dump(),
+            "uses": [info.model_dump() for info in uses],
+            "dataset": dataset_info.model_dump(),
+            "skb": skb.fingerprint,
+            # the evaluated queries themselves: an edited query must never reuse old results
+            "queries": stable_hash([[q.id, q.text, list(q.answer_ids)] for q in queries]),
+            "split": spec.split,
+            "sample": spec.sample,
+            "seed": spec.seed if spec.sample else None,
+            "k": spec.k,
+            "metrics_version": METRICS_VERSION,
+        }
+        config_hash = stable_hash(config)
+        run_dir = self.output_dir / f"{spec.dataset}-{spec.split}-{spec.retriever}-{config_hash}"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        # One process per configuration: a second run of it waits, then resumes from the first's
+        # results instead of searching the same queries into the same log.
+        with exclusive(run_dir / ".lock", f"another process is running {run_dir.name}; waiting for it"):
+            write_json(run_dir / "config.json", config)
+            results_path = run_dir / "results.jsonl"
+            if self.fresh and results_path.exists():
+                results_path.unlink()
+            notes: list[str] = []
+            done = read_results(results_path, {q.id for q in queries}, notes)
+            pending = [q for q in queries if q.id not in done]
+
+            build_path = run_dir / "build.json"
+            build_seconds = read_build_seconds(build_path)
+            retriever_obj: Retriever | None = None
+            usage: dict[str, Any] = {}
+            if spec.dropped_metrics:
+                notes.append(f"left out {', '.join(spec.dropped_metrics)}: deeper than the ranking can be")
+            if pending:
+                retriever_obj, build_seconds = self._build_all(spec, skb, dataset)
+                write_json(build_path, {"seconds": build_seconds})
+                notes += self._search(spec, retriever_obj, pending, results_path, candidate_mask(skb))
+                usage = retriever_obj.usage()
+                for component in spec.uses:
+                    for key, value in component.instance.usage().items():
+                        usage.setdefault(f"{component.name}.{key}", value)
+                done = read_results(results_path, {q.id for q in queries})
+
+            missing = [q.id for q in queries if q.id not in done]
+            if missing:
+                raise HarnessError(f"run {run_dir}: {len(missing)} queries have no results (first: {missing[:5]})")
+            ordered = [done[q.id] for q in queries]
+            metric_objs = parse_metrics(spec.metrics, self.plugins.components.by_kind["metric"])
+            mask = candidate_mask(skb)
+            hits, n_relevant = hit_matrix(
+                [np.asarray(r["ids"], dtype=np.int64) for r in ordered], [q.answer_ids for q in queries], mask
+            )
+            per_query = evaluate(metric_objs, hits, n_relevant)
+            gold = [
+                (
+                    sorted({int(a) for a in q.answer_ids if mask[a]}),
+                    sorted({int(a) for a in q.answer_ids if not mask[a]}),
+                )
+                for q in queries
+            ]
+            self._write_outputs(run_dir, spec, queries, ordered, per_query, gold)
+
+            latencies = np.asarray([r["latency_ms"] for r in ordered], dtype=np.float64)
+            regime = spec.main.instance.regime
+            row = LeaderboardRow(
+                retriever=retriever_info,
+                uses=uses,
+                dataset=dataset_info,
+                dataset_fingerprint=skb.fingerprint,
+                split=spec.split,
+                num_queries=len(queries),
+                queries_without_candidate_answers=no_candidate_answer,
+                sample=spec.sample,
+                k=spec.k,
+                metrics=means(per_query),
+                latency=Latency(
+                    mean_ms=float(latencies.mean()),
+                    p50_ms=float(np.percentile(latencies, 50)),
+                    p95_ms=float(np.percentile(latencies, 95)),
+                    batch_size=int(ordered[0].get("batch_size", 1)),
+                ),
+                index_build_seconds=round(build_seconds, 4),
+                total_seconds=round(time.perf_counter() - started, 4),
+                regime=regime,
+                usage=usage,
+                hardware=hardware(self.device),
+                versions=versions(),
+                config_hash=config_hash,
+                timestamp=datetime.now(UTC),
+                run_dir=os.path.relpath(run_dir) if not run_dir.is_absolute() else str(run_dir),
+            )
+            # The run directory is self-contained (row, configuration, per-query results, TREC run):
+            # what `harness submit` bundles and `harness leaderboard validate` recomputes.
+            write_json(run_dir / "row.json", row.model_dump(mode="json"))
+            path = None
+            if self.leaderboard_dir is not None:
+                # the lock `harness leaderboard merge` takes: a merge never swaps in a copy without this row
+                with exclusive(leaderboard_lock(self.leaderboard_dir), "waiting for a merge into the leaderboard"):
+                    from harness.leaderboard.rows import write_row
+
+                    path = write_row(self.leaderboard_dir, row)
+            checks = []
+            if spec.condition is not None:
+                for metric, expected in spec.condition.expected.items():
+                    checks.append(CheckResult(metric, expected, row.metrics.get(metric), spec.condition.tolerance))
+            return RunOutcome(spec, row, run_dir, path, len(queries) - len(pending), checks, notes)
+
+    def _build_all(self, spec: RunSpec, skb: SKB, dataset: Dataset) -> tuple[Retriever, float]:
+        """Build the retriever; what it uses is built when it first asks ``context.retriever``,
+        each once, and handed over checked (its rankings pass the same checks as the main one's)."""
+        context = BuildContext(cache_dir=self.cache_dir, device=self.device, progress=self.progress)
+        built: dict[str, Retriever] = {}
+        self._dropped = {"non-candidate": 0, "repeated": 0}
+
+        def build(name: str) -> Retriever:
+            if name not in spec.retrievers or name == spec.retriever:
+                raise HarnessError(
+                    f"retriever {spec.retriever!r} asked for {name!r}, which it does not name in uses() "
+                    f"({', '.join(c.name for c in spec.uses) or 'none'})"
+                )
+            if name not in built:
+                self._build(spec.retrievers[name], skb, dataset, context)
+                built[name] = CheckedRetriever(spec.retrievers[name], candidate_mask(skb), self._dropped)
+            return built[name]
+
+        context.build_retriever = build
+        started = time.perf_counter()
+        main = spec.main.instance
+        self._build(spec.main, skb, dataset, context)
+        return main, time.perf_counter() - started
+
+    def _build(self, component: Component, skb: SKB, dataset: Dataset, context: BuildContext) -> None:
+        retriever: Retriever = component.instance
+        try:
+            if retriever.regime == "trained":
+                queries = dataset.load_queries()
+                if "train" not in queries.split_names:
+                    raise HarnessError(
+                        f"retriever {component.name!r} needs a train split; {dataset.name!r} has none"
+                    )
+                retriever.fit(skb, queries.split("train"), context)
+            retriever.build(skb, context)
+        except HarnessError:
+            raise
+        except Exception as exc:
+            raise HarnessError(
+                f"retriever {component.name!r} failed to build: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def _search(
+        self,
+        spec: RunSpec,
+        retriever: Retriever,
+        pending: list[Query],
+        results_path: Path,
+        is_candidate: np.ndarray,
+    ) -> list[str]:
+        batch_size = self.batch_size or retriever.batch_size
+        task = self.progress(f"search {spec.retriever}", len(pending))
+        dropped = self._dropped
+        with results_path.open("a", encoding="utf-8") as log:
+            for start in range(0, len(pending), batch_size):
+                batch = pending[start : start + batch_size]
+                began = time.perf_counter()
+                try:
+                    rankings = retriever.search(batch, spec.k)
+                except HarnessError:
+                    raise
+                except Exception as exc:
+                    raise HarnessError(
+                        f"retriever {spec.retriever!r} failed on queries {[q.id for q in batch][:5]}: "
+                        f"{type(exc).__name__}: {exc}. Completed queries are kept in {results_path}; "
+                        "run the same command again to resume."
+                    ) from exc
+                rankings = check_rankings(spec.retriever, batch, rankings, spec.k)
+                per_query_ms = 1000 * (time.perf_counter() - began) / len(batch)
+                for query, ranking in zip(batch, rankings, strict=True):
+                    ranking = clean_ranking(spec.retriever, query, ranking, is_candidate, dropped).top(spec.k)
+                    record = {
+                        "qid": query.id,
+                        "ids": ranking.ids.tolist(),
+                        # full precision: rounding would turn distinct scores into ties
+                        "scores": ranking.scores.tolist(),
+                        "latency_ms": per_query_ms,
+                        "batch_size": len(batch),
+                    }
+                    log.write(json.dumps(record) + "\n")
+                log.flush()
+                os.fsync(log.fileno())
+                task.advance(len(batch))
+        return [
+            f"dropped {count} {what} ids from the rankings (STaRK's evaluator ignores them)"
+            for what, count in dropped.items()
+            if count
+        ]
+
+    def _write_outputs(
+        self,
+        run_dir: Path,
+        spec: RunSpec,
+        queries: list[Query],
+        ordered: list[dict[str, Any]],
+        per_query: dict[str, np.ndarray],
+        qrels: list[tuple[list[int], list[int]]],
+    ) -> None:
+        with atomic_write(run_dir / "per_query.jsonl") as out:
+            for i, query in enumerate(queries):
+                values = {name: float(v[i]) for name, v in per_query.items()}
+                out.write(
+                    json.dumps({"qid": query.id, "latency_ms": ordered[i]["latency_ms"], "metrics": values}) + "\n"
+                )
+        with atomic_write(run_dir / "run.trec") as out:
+            for query, result in zip(queries, ordered, strict=True):
+                write_run(out, str(query.id), map(str, result["ids"]), result["scores"], spec.retriever)
+        # The gold answers as trec_eval reads them — candidates relevant (each once), other
+        # answers judged not relevant so that a query without a candidate answer still counts —
+        # so that `trec_eval -c qrels.trec run.trec` reproduces the row from the run directory.
+        with atomic_write(run_dir / "qrels.trec") as out:
+            write_qrels(
+                out,
+                [
+                    (str(q.id), map(str, relevant), map(str, other))
+                    for q, (relevant, other) in zip(queries, qrels, strict=True)
+                ],
+            )
+
+
+
+
+class CheckedRetriever(Retriever):
+    """A retriever as another one receives it from ``context.retriever``: its rankings are
+    checked and cleaned exactly as the runner checks the main retriever's."""
+
+    def __init__(self, component: Component, is_candidate: np.ndarray, dropped: dict[str, int]) -> None:
+        self.component, self.inner = component, component.instance
+        self.name, self.regime, self.batch_size = component.name, self.inner.regime, self.inner.batch_size
+        self.options = self.inner.options
+        self._is_candidate, self._dropped = is_candidate, dropped
+
+    def build(self, skb: SKB, context: BuildContext) -> None:
+        raise HarnessError(f"retriever {self.name!r} is already built")
+
+    def search(self, queries: Sequence[Query], k: int, top_ranked: Sequence[Ranking] | None = None) -> list[Ranking]:
+        try:
+            rankings = self.inner.search(queries, k, top_ranked) if top_ranked is not None else self.inner.search(
+                queries, k
+            )
+        except HarnessError:
+            raise
+        except Exception as exc:
+            raise HarnessError(
+                f"retriever {self.name!r} failed on queries {[q.id for q in queries][:5]}: {type(exc).__name__}: {exc}"
+            ) from exc
+        checked = check_rankings(self.name, queries, rankings, k)
+        return [
+            clean_ranking(self.name, q, r, self._is_candidate, self._dropped)
+            for q, r in zip(queries, checked, strict=True)
+        ]
+
+    def usage(self) -> dict[str, Any]:
+        return self.inner.usage()
+
+    def uses(self) -> list[str]:
+        return self.inner.uses()
+
+    def __getattr__(self, name: str) -> Any:
+        # anything else a composite needs from what it uses (e.g. an encoder's model)
+        return getattr(self.__dict__["inner"], name)

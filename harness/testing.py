@@ -1,0 +1,186 @@
+"""A testing kit for plugin authors: a tiny SKB, a tiny dataset, and a contract test any
+retriever can run.
+
+::
+
+    from harness.testing import check_retriever
+
+    def test_my_retriever_keeps_the_contract(tmp_path):
+        check_retriever(MyRetriever, {"depth": 5}, tmp_path)
+
+``check_retriever`` runs the retriever through the real resolver and runner on the tiny
+dataset (so composites get what they ``uses()``, and every check the runner makes applies),
+then checks the contract: every ranking sorted best first, ids valid candidates without
+repeats, at most ``k`` of them, and the same rankings from a second, fresh run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.dataset import Dataset
+from harness.plugins import PluginManager
+from harness.plugins.hookspecs import hookimpl
+from harness.queries import Query, QuerySet
+from harness.retriever import Retriever
+from harness.run.registry import Registry, RetrieverEntry
+from harness.skb import SKB, EdgeType
+
+__all__ = ["TinyDataset", "check_retriever", "plugin_manager", "tiny_skb"]
+
+
+def tiny_skb() -> SKB:
+    """Five products and two brands, shaped like real data: a multi-edge, a self-loop, a node
+    without fields, unicode, a list-valued field. Products are the candidates."""
+    names = ["red kettle", "blue kettle", "green teapot", "steel pan", "copper pot", "Acme", "Glöbex"]
+    fields: list[dict[str, Any]] = [
+        {"description": "an electric kettle in red, boils water fast", "tags": ["kitchen", "electric"]},
+        {"description": "a blue stovetop kettle that whistles"},
+        {"description": "a glass teapot for green tea — 茶"},
+        {"description": "a steel frying pan"},
+        {},
+        {},
+        {"country": "Deutschland"},
+    ]
+    src = np.array([0, 1, 2, 3, 4, 0, 0, 3])
+    dst = np.array([5, 5, 6, 6, 6, 1, 1, 3])
+    edge_type = np.array([0, 0, 0, 0, 0, 1, 1, 1])
+    return SKB(
+        name="tiny",
+        node_type_names=["product", "brand"],
+        node_types=np.array([0, 0, 0, 0, 0, 1, 1]),
+        names=names,
+        fields=fields,
+        edge_types=[EdgeType("made_by", "brand", "makes"), EdgeType("similar", "similar to")],
+        src=src,
+        dst=dst,
+        edge_type=edge_type,
+        candidate_types=["product"],
+    )
+
+
+TINY_QUERIES: list[tuple[int, str, tuple[int, ...]]] = [
+    (1, "red kettle that boils water", (0,)),
+    (2, "kettle", (0, 1)),
+    (3, "copper pot for soups", (4,)),
+    (4, "glass teapot", (2,)),
+    (5, "something by Glöbex", (2, 3, 4)),
+    (6, "a brand", (5,)),  # answered only by a non-candidate
+]
+
+
+class TinyDataset(Dataset):
+    """:func:`tiny_skb` with six queries in a ``test`` split and four in ``train``."""
+
+    name = "tiny"
+
+    def load_skb(self) -> SKB:
+        return tiny_skb()
+
+    def load_queries(self) -> QuerySet:
+        queries = [Query(q, text, answers) for q, text, answers in TINY_QUERIES]
+        return QuerySet("tiny", {"test": queries, "train": queries[:4]})
+
+
+class _TinyPlugin:
+    @hookimpl
+    def register_datasets(self, register: Any) -> None:
+        register(TinyDataset)
+
+
+class _Components:
+    def __init__(self, retrievers: Sequence[type[Retriever]]) -> None:
+        self.retrievers = list(retrievers)
+
+    @hookimpl
+    def register_retrievers(self, register: Any) -> None:
+        for retriever in self.retrievers:
+            register(retriever)
+
+
+def plugin_manager(*plugins: object, entry_points: bool = False) -> PluginManager:
+    """A plugin manager with the built-ins, the tiny dataset and ``plugins`` (modules or objects
+    with ``@harness.hookimpl`` methods); installed plugins too when ``entry_points``."""
+    manager = PluginManager(load_entry_points=entry_points)
+    if not manager.pm.has_plugin("harness-testing-tiny"):
+        manager.register(_TinyPlugin(), "harness-testing-tiny")
+    for i, plugin in enumerate(plugins):
+        manager.register(plugin, f"harness-testing-{i}")
+    return manager
+
+
+@contextmanager
+def _cache(path: Path) -> Iterator[None]:
+    old = os.environ.get("HARNESS_CACHE")
+    os.environ["HARNESS_CACHE"] = str(path)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("HARNESS_CACHE", None)
+        else:
+            os.environ["HARNESS_CACHE"] = old
+
+
+def check_retriever(
+    retriever: type[Retriever],
+    params: dict[str, Any] | None,
+    tmp_path: str | os.PathLike[str],
+    *,
+    k: int = 3,
+    also: Iterable[type[Retriever]] = (),
+    presets: dict[str, dict[str, Any]] | None = None,
+    plugins: Iterable[object] = (),
+    dataset: str = "tiny",
+    split: str = "test",
+) -> list[dict[str, Any]]:
+    """Run ``retriever`` with ``params`` on ``dataset`` twice, from scratch, and check the
+    retriever contract; return the rankings (``{"qid", "ids", "scores"}`` per query).
+
+    ``also`` registers retrievers it uses; ``presets`` adds registry entries by name
+    (``{"first": {"plugin": "bm25", "params": {...}}}``) for what it uses; ``plugins``
+    registers further plugins (another dataset, say).
+    """
+    from harness.run.resolve import resolve
+    from harness.run.runner import Runner
+
+    tmp = Path(tmp_path)
+    manager = plugin_manager(_Components([retriever, *also]), *plugins)
+    entries = {"under-test": RetrieverEntry(plugin=retriever.name, params=dict(params or {}))}
+    entries.update({name: RetrieverEntry(**entry) for name, entry in (presets or {}).items()})
+    registry = Registry(retrievers=entries)
+    results = []
+    for attempt in ("first", "second"):
+        with _cache(tmp / f"cache-{attempt}"):
+            spec = resolve(registry, manager, "under-test", dataset, split, k, ["hit@1", "mrr"])
+            outcome = Runner(manager, output_dir=tmp / f"runs-{attempt}", device="cpu", fresh=True).run(spec)
+        healed = [note for note in outcome.notes if note.startswith("dropped")]
+        assert not healed, f"the runner had to clean the rankings: {healed}"
+        results.append(_rankings(outcome.run_dir / "results.jsonl"))
+    skb = spec.dataset_component.instance.load_skb()
+    candidates = set(skb.candidate_ids.tolist())
+    first, second = results
+    assert [r["qid"] for r in first] == [q.id for q in spec.dataset_component.instance.load_queries().split(split)]
+    for ranking in first:
+        ids, scores = ranking["ids"], ranking["scores"]
+        assert len(ids) <= k, f"query {ranking['qid']}: {len(ids)} results for k={k}"
+        assert len(set(ids)) == len(ids), f"query {ranking['qid']}: repeated ids {ids}"
+        assert set(ids) <= candidates, f"query {ranking['qid']}: non-candidate ids {set(ids) - candidates}"
+        assert all(np.isfinite(scores)), f"query {ranking['qid']}: scores {scores}"
+        assert all(a >= b for a, b in zip(scores, scores[1:], strict=False)), f"not sorted: {scores}"
+    assert [(r["ids"], r["scores"]) for r in first] == [(r["ids"], r["scores"]) for r in second], (
+        "two fresh runs of the same configuration ranked differently"
+    )
+    return first
+
+
+def _rankings(path: Path) -> list[dict[str, Any]]:
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return [{"qid": r["qid"], "ids": r["ids"], "scores": r["scores"]} for r in rows]
