@@ -24,8 +24,8 @@ import Stemmer
 
 from harness.errors import HarnessError
 from harness.plugins import get_plugin_manager
-from harness.run.registry import RetrieverEntry, load_registry
 from harness.run import Runner, resolve
+from harness.run.registry import RetrieverEntry, load_registry
 from harness_debian import DebianDataset
 
 

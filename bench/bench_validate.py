@@ -26,8 +26,8 @@ from harness.plugins import get_plugin_manager
 from harness.plugins.hookspecs import hookimpl
 from harness.queries import Query, QuerySet
 from harness.retriever import BuildContext, Ranking, Retriever
-from harness.run.registry import parse_registry
 from harness.run import Runner, resolve
+from harness.run.registry import parse_registry
 from harness.skb import SKB
 from harness.trec import read_run
 

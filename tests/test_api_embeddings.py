@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import JSONHandler, serve, tiny_skb
+from helpers import JSONHandler, serve, tiny_skb
 
 from harness.errors import HarnessError
 from harness.queries import Query

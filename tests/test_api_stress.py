@@ -22,7 +22,7 @@ from typing import ClassVar
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import REPO, JSONHandler, serve
+from helpers import REPO, JSONHandler, serve
 from test_api_embeddings import bag_of_words
 
 from harness.cli import cli

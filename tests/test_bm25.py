@@ -9,7 +9,7 @@ import bm25s
 import numpy as np
 import pytest
 import Stemmer
-from conftest import REPO, debian_slice, tiny_skb
+from helpers import REPO, debian_slice, tiny_skb
 
 from harness.queries import Query
 from harness.retriever import BuildContext

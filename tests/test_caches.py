@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import tiny_skb
+from helpers import tiny_skb
 
 import harness.io
 from harness.io import file_digest, verify_manifest, write_manifest
@@ -125,7 +125,7 @@ import sys, time
 from pathlib import Path
 import bm25s
 sys.path.insert(0, {tests!r})
-from conftest import tiny_skb
+from helpers import tiny_skb
 from harness.queries import Query
 from harness.retriever import BuildContext
 from harness_bm25 import BM25Retriever

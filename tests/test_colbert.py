@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import debian_slice
+from helpers import debian_slice
 
 from harness.errors import HarnessError
 from harness.queries import Query
@@ -99,7 +99,7 @@ def test_damaged_index_is_rebuilt_with_a_warning(
 
 
 def test_too_few_documents_is_one_clear_error(tmp_path: Path) -> None:
-    from conftest import tiny_skb
+    from helpers import tiny_skb
 
     with pytest.raises(HarnessError, match="too few for colbert-ai's k-means"):
         _retriever().build(tiny_skb(), BuildContext(cache_dir=tmp_path))

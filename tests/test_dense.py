@@ -6,14 +6,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import tiny_skb
+from helpers import tiny_skb
 
 from harness.errors import HarnessError
 from harness.plugins import PluginManager
 from harness.queries import Query
 from harness.retriever import BuildContext, Ranking
-from harness.run.registry import parse_registry
 from harness.run import Runner, resolve
+from harness.run.registry import parse_registry
 from harness_dense import DenseRetriever, HybridRetriever, MultiVectorRetriever, chunk_text, top_k
 from harness_dense.embeddings import LocalEncoder
 

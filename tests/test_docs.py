@@ -11,8 +11,8 @@ import sys
 import tomllib
 from pathlib import Path
 
-from harness.plugins import hookspecs
 from harness.leaderboard.rows import json_schema
+from harness.plugins import hookspecs
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import JSONHandler, serve
+from helpers import JSONHandler, serve
 
 from harness.errors import HarnessError
 from harness.llm import Message, get_llm
@@ -252,7 +252,7 @@ def test_rerankers_over_bm25_with_smollm2(smollm2_server: str, session_cache: Pa
 
 def test_pointwise_scores_follow_the_llm(monkeypatch: pytest.MonkeyPatch, session_cache: Path) -> None:
     """The score is the LLM's number plus the first-stage tie-breaker; malformed answers count."""
-    from conftest import tiny_skb
+    from helpers import tiny_skb
 
     from harness.llm import LLM, Completion
 

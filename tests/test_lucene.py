@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import tiny_skb
+from helpers import tiny_skb
 
 from harness.metrics import BUILTIN_METRICS, evaluate, hit_matrix, parse_metrics
 from harness.queries import Query

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from tests.conftest import REPO
 
 from harness.analysis.compare import compare_runs
 from harness.cli import cli
 from harness.errors import HarnessError
 from harness.leaderboard.publish import display_name, publish
 from harness.leaderboard.rows import read_rows
-from tests.conftest import REPO
 
 LEADERBOARD = REPO / "leaderboard"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import SHARED, shared_available
+from helpers import needs_stark_data, stark_data_dir
 
 from harness.errors import HarnessError
 from harness.queries import HUMAN_SPLIT, Query, QuerySet, load_stark_layout, sample, write_stark_csv
@@ -23,7 +23,7 @@ def test_real_slice_loads_with_splits_and_quirks() -> None:
     assert "answer_ids_source" in human.metadata
 
 
-@pytest.mark.skipif(not shared_available(), reason="../shared/stark not present")
+@needs_stark_data
 @pytest.mark.parametrize(
     "name, total, splits, human",
     [
@@ -33,7 +33,7 @@ def test_real_slice_loads_with_splits_and_quirks() -> None:
     ],
 )
 def test_full_stark_query_sets_have_published_counts(name: str, total: int, splits: tuple, human: int) -> None:
-    qs = load_stark_layout(SHARED / "stark" / "qa" / name)
+    qs = load_stark_layout(stark_data_dir() / "qa" / name)
     counts = qs.counts()
     assert (counts["train"], counts["val"], counts["test"]) == splits
     assert sum(splits) == total

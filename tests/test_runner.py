@@ -16,8 +16,8 @@ from harness.plugins import PluginManager
 from harness.plugins.hookspecs import hookimpl
 from harness.queries import Query
 from harness.retriever import BuildContext, Ranking, Reranker, Retriever
-from harness.run.registry import parse_registry
 from harness.run import Runner, resolve
+from harness.run.registry import parse_registry
 from harness.skb import SKB
 from harness.trec import read_run
 

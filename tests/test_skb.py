@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import tiny_skb
+from helpers import tiny_skb
 
 from harness.errors import HarnessError
 from harness.skb import SKB, EdgeType

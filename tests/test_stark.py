@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import SHARED, shared_available
+from helpers import needs_stark_data, stark_data_dir
 from stark_fixtures import random_prime, write_all, write_files
 
 from harness.errors import HarnessError
@@ -73,14 +73,14 @@ def test_query_slice_in_official_layout() -> None:
     assert queries.counts()[HUMAN_SPLIT] == 10
 
 
-@pytest.mark.skipif(not shared_available(), reason="../shared/stark not present")
+@needs_stark_data
 def test_describe_reports_queries_and_missing_skb_files() -> None:
     from click.testing import CliRunner
 
     from harness.cli import cli
 
     result = CliRunner().invoke(
-        cli, ["describe", "stark-prime", "--data-dir", str(SHARED / "stark"), "--format", "json"]
+        cli, ["describe", "stark-prime", "--data-dir", str(stark_data_dir()), "--format", "json"]
     )
     assert result.exit_code == 0, result.output
     info = json.loads(result.stdout)
@@ -89,7 +89,7 @@ def test_describe_reports_queries_and_missing_skb_files() -> None:
     assert "skb/prime/processed/node_info.pkl" in info["skb_missing"]
     amazon = json.loads(
         CliRunner()
-        .invoke(cli, ["describe", "stark-amazon", "--data-dir", str(SHARED / "stark"), "--format", "json"])
+        .invoke(cli, ["describe", "stark-amazon", "--data-dir", str(stark_data_dir()), "--format", "json"])
         .stdout
     )
     assert "skb/amazon/processed/cache/brand-category-color/node_info.pkl" in amazon["skb_missing"]
@@ -104,8 +104,8 @@ def test_local_copy_without_skb_names_the_files() -> None:
 
 
 def test_bm25_runs_on_a_stark_skb(official_files: Path, tmp_path: Path, plugins) -> None:  # type: ignore[no-untyped-def]
-    from harness.run.registry import load_registry
     from harness.run import Runner, resolve
+    from harness.run.registry import load_registry
 
     qa = official_files / "qa" / "prime"
     (qa / "stark_qa").mkdir(parents=True, exist_ok=True)
@@ -252,8 +252,8 @@ def test_answers_outside_the_candidates_are_kept_and_dropped_by_the_metrics(
     """MAG's human-generated set lists a few answers that are not papers: they stay in the
     queries (counts match the release), the metrics drop them, and the row counts queries
     left with no candidate answer."""
-    from harness.run.registry import load_registry
     from harness.run import Runner, resolve
+    from harness.run.registry import load_registry
 
     qa = official_files / "qa" / "mag" / "stark_qa"
     qa.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import SHARED, shared_available
+from helpers import needs_stark_data, stark_data_dir
 
 from harness.analysis.stats import query_set_statistics, shannon_entropy, type_token_ratio
 from harness.cli import cli
@@ -35,13 +35,13 @@ def test_definitions_by_hand() -> None:
     assert stats["splits"][HUMAN_SPLIT]["words"] == 4
 
 
-@pytest.mark.skipif(not shared_available(), reason="needs ../shared/stark")
+@needs_stark_data
 @pytest.mark.parametrize(("name", "entropy"), [("amazon", 10.39), ("mag", 10.25), ("prime", 9.63)])
 def test_stark_query_sets_have_the_papers_entropy(name: str, entropy: float, tmp_path: Path) -> None:
     png = tmp_path / f"{name}.png"
     result = CliRunner().invoke(
         cli,
-        ["stats", f"stark-{name}", "--data-dir", str(SHARED / "stark"), "--format", "json", "--png", str(png)],
+        ["stats", f"stark-{name}", "--data-dir", str(stark_data_dir()), "--format", "json", "--png", str(png)],
         catch_exceptions=False,
     )
     assert result.exit_code == 0, result.output

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from tests.conftest import REPO
 
 from harness.cli import cli
 from harness.errors import HarnessError
@@ -21,9 +22,8 @@ from harness.io import stable_hash
 from harness.leaderboard.bundles import bundle, collect, merge, validate
 from harness.leaderboard.rows import read_rows
 from harness.plugins import PluginManager
-from harness.run.registry import parse_registry
 from harness.run import Runner, resolve
-from tests.conftest import REPO
+from harness.run.registry import parse_registry
 
 REGISTRY = """
 defaults: {dataset: tiny, retriever: bm25, split: test, k: 3}

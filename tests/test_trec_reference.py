@@ -23,8 +23,8 @@ from harness.plugins import PluginManager
 from harness.plugins.hookspecs import hookimpl
 from harness.queries import Query
 from harness.retriever import BuildContext, Ranking, Retriever
-from harness.run.registry import parse_registry
 from harness.run import Runner, resolve
+from harness.run.registry import parse_registry
 from harness.skb import SKB
 from harness.trec import read_run, strictly_decreasing
 
@@ -313,12 +313,12 @@ def test_evaluate_refuses_ndcg_on_graded_qrels(tmp_path: Path) -> None:
 def test_every_published_row_agrees_with_trec_eval() -> None:
     """The leaderboard's rows against pytrec_eval and ir_measures on the TREC runs it keeps,
     with qrels made from the installed dataset's answers (candidates only)."""
+    from tests.conftest import REPO
     from trec_reference import check_run
 
     from harness.leaderboard.rows import read_rows, run_dir_of
     from harness.run import load_dataset
     from harness.run.checks import candidate_mask
-    from tests.conftest import REPO
 
     board = REPO / "leaderboard"
     rows = read_rows(board)

@@ -1,4 +1,7 @@
-"""Shared fixtures: isolated caches and outputs, a small hand-made SKB, a fresh plugin manager."""
+"""Helpers the tests share: fake API servers on 127.0.0.1, small SKBs, a tiny dataset.
+
+Importable from any test (``from helpers import serve``): pytest puts ``tests/`` on the path.
+"""
 
 from __future__ import annotations
 
@@ -13,67 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.dataset import Dataset
-from harness.plugins import PluginManager, get_plugin_manager, reset_plugin_manager
-from harness.queries import Query, QuerySet
-from harness.skb import SKB, EdgeType
+from harness import SKB, Dataset, EdgeType, Query, QuerySet
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
-
-
-@pytest.fixture(scope="session")
-def session_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One cache for the whole session, so the Debian BM25 index is built once."""
-    return tmp_path_factory.mktemp("cache")
-
-
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch: pytest.MonkeyPatch, session_cache: Path, tmp_path: Path) -> Iterator[None]:
-    monkeypatch.setenv("HARNESS_CACHE", str(session_cache))
-    monkeypatch.delenv("HARNESS_PLUGINS", raising=False)
-    monkeypatch.delenv("HARNESS_REGISTRY", raising=False)
-    monkeypatch.chdir(tmp_path)
-    reset_plugin_manager()
-    yield
-    reset_plugin_manager()
-
-
-#: Run directories whose row the trec_eval references confirmed during this session.
-CHECKED_RUNS: list[Path] = []
-
-
-def _references_installed() -> bool:
-    import importlib.util
-
-    found = all(importlib.util.find_spec(m) is not None for m in ("pytrec_eval", "ir_measures"))
-    return found or os.environ.get("HARNESS_REQUIRE_REFERENCES") == "1"
-
-
-@pytest.fixture(autouse=True)
-def _every_run_agrees_with_trec_eval(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every run the suite makes in-process is scored again by pytrec_eval and ir_measures from
-    its run.trec and qrels.trec; a metric trec_eval defines must come out the same."""
-    if not _references_installed():
-        return
-    from trec_reference import check_run_dir
-
-    from harness.run import Runner
-
-    original = Runner.run
-
-    def run(self: Runner, spec: object) -> object:
-        outcome = original(self, spec)  # type: ignore[arg-type]
-        check_run_dir(outcome.run_dir)
-        CHECKED_RUNS.append(outcome.run_dir)
-        return outcome
-
-    monkeypatch.setattr(Runner, "run", run)
-
-
-@pytest.fixture
-def plugins() -> PluginManager:
-    return get_plugin_manager()
 
 
 class JSONHandler(http.server.BaseHTTPRequestHandler):
@@ -189,22 +134,13 @@ class TinyDataset(Dataset):
         return self._queries
 
 
-class TinyPlugin:
-    from harness.plugins.hookspecs import hookimpl
-
-    @hookimpl
-    def register_datasets(self, register):  # type: ignore[no-untyped-def]
-        register(TinyDataset)
-
-
-@pytest.fixture
-def tiny_plugins(plugins: PluginManager) -> PluginManager:
-    plugins.register(TinyPlugin(), "tiny-test-plugin")
-    return plugins
+def stark_data_dir() -> Path | None:
+    """``$STARK_DATA_DIR``: real STaRK files in the official layout (``qa/<name>/...``), which the
+    tests that read real query sets use; ``.ci/run`` points it at ``../shared/stark``."""
+    value = os.environ.get("STARK_DATA_DIR")
+    return Path(value) if value and (Path(value) / "qa").is_dir() else None
 
 
-def shared_available() -> bool:
-    return (SHARED / "stark" / "qa").is_dir()
+#: skip unless $STARK_DATA_DIR holds the real STaRK query sets
+needs_stark_data = pytest.mark.skipif(stark_data_dir() is None, reason="set STARK_DATA_DIR to the STaRK files")
 
-
-os.environ.setdefault("COLUMNS", "200")  # rich tables in CLI output stay on one line
