@@ -75,6 +75,12 @@ class TinyPlugin:
 
         register(TinyDataset)
 
+    @harness.hookimpl
+    def register_retrievers(self, register):  # type: ignore[no-untyped-def]
+        from helpers import OverlapRetriever
+
+        register(OverlapRetriever)
+
 
 @pytest.fixture
 def tiny_plugins(plugins: PluginManager) -> PluginManager:

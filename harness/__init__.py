@@ -35,6 +35,7 @@ _EXPORTS: dict[str, str] = {
     # errors and parameters
     "HarnessError": "harness.errors",
     "Options": "harness.options",
+    "parse_options": "harness.options",
     # the knowledge base and the queries
     "SKB": "harness.skb",
     "EdgeType": "harness.skb",
@@ -44,6 +45,7 @@ _EXPORTS: dict[str, str] = {
     "load_stark_layout": "harness.queries",
     "write_stark_csv": "harness.queries",
     "Dataset": "harness.dataset",
+    "load_dataset": "harness.run.resolve",
     # retrieval
     "Retriever": "harness.retriever",
     "Reranker": "harness.retriever",
@@ -109,11 +111,12 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at runtime the names load on fi
         write_manifest,
     )
     from harness.metrics import Metric
-    from harness.options import Options
+    from harness.options import Options, parse_options
     from harness.plugins.hookspecs import hookimpl, hookspec
     from harness.queries import Query, QuerySet, load_stark_layout, write_stark_csv
     from harness.retriever import BuildContext, ProgressTask, Ranking, Reranker, Retriever
     from harness.retry import Retryable, RetryPolicy
+    from harness.run.resolve import load_dataset
     from harness.retry import classify as classify_failure
     from harness.retry import describe as describe_failure
     from harness.skb import SKB, EdgeType, compact_text

@@ -10,13 +10,16 @@ import http.server
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from pydantic import Field
 
-from harness import SKB, Dataset, EdgeType, Query, QuerySet
+import harness
+from harness import SKB, BuildContext, Dataset, EdgeType, Query, QuerySet, Ranking, Retriever
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -113,8 +116,12 @@ class TinyDataset(Dataset):
 
     name = "tiny"
 
-    def __init__(self, queries: list[list] | None = None) -> None:
-        super().__init__(**({"queries": queries} if queries is not None else {}))
+    class Options(harness.Options):
+        queries: list[list] | None = Field(None, description="[id, text, [answer ids]] rows instead of the four")
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        queries = self.options.queries
         rows = (
             queries
             if queries is not None
@@ -144,3 +151,30 @@ def stark_data_dir() -> Path | None:
 #: skip unless $STARK_DATA_DIR holds the real STaRK query sets
 needs_stark_data = pytest.mark.skipif(stark_data_dir() is None, reason="set STARK_DATA_DIR to the STaRK files")
 
+
+
+class OverlapRetriever(Retriever):
+    """A fake lexical retriever: scores candidates by the number of query words in their
+    document; ties in id order. What core tests run instead of a first-party plugin."""
+
+    name = "overlap"
+    version = "1"
+
+    class Options(harness.Options):
+        with_relations: bool = Field(False, description="score documents with their relations")
+        min_overlap: int = Field(1, ge=0, description="leave out candidates sharing fewer words")
+
+    def build(self, skb: SKB, context: BuildContext) -> None:
+        self.ids = skb.candidate_ids
+        relations = self.options.with_relations
+        self.docs = [set(skb.document(int(i), with_relations=relations).lower().split()) for i in self.ids]
+
+    def search(self, queries: Sequence[Query], k: int, top_ranked: Sequence[Ranking] | None = None) -> list[Ranking]:
+        rankings = []
+        for query in queries:
+            words = set(query.text.lower().split())
+            scores = np.array([len(words & doc) for doc in self.docs], dtype=np.float64)
+            order = np.lexsort((self.ids, -scores))
+            order = order[scores[order] >= max(self.options.min_overlap, 0)][:k]
+            rankings.append(Ranking(self.ids[order], scores[order]))
+        return rankings

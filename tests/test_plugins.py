@@ -37,38 +37,62 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         del sys.modules[module]
 
 
-def test_first_party_plugins_are_found_through_entry_points(plugins: PluginManager) -> None:
-    described = {row["name"]: row for row in plugins.describe()}
-    assert described["bm25"]["hooks"] == ["register_retrievers"]
-    assert described["bm25"]["package"].startswith("stark-harness-bm25 ")
-    assert described["debian"]["hooks"] == ["register_datasets"]
-    assert described["harness.plugins.builtin_metrics"]["builtin"] is True
-    assert "bm25" in plugins.components.by_kind["retriever"]
-    assert "recall" in plugins.components.by_kind["metric"]
+GOOD = (
+    "import harness\n"
+    "class Good(harness.Retriever):\n"
+    "    name = 'good'\n"
+    "    def build(self, skb, context): pass\n"
+    "    def search(self, queries, k, top_ranked=None): return []\n"
+    "@harness.hookimpl\n"
+    "def register_retrievers(register):\n"
+    "    register(Good)\n"
+)
 
 
-def test_environment_variable_restricts_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HARNESS_PLUGINS", "debian")
+@pytest.fixture
+def good(site: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A well-behaved fake distribution; only fake plugins load (HARNESS_PLUGINS)."""
+    install_fake_distribution(site, "fake-good", {"fakeplug_good": GOOD}, {"good": "fakeplug_good"})
+    monkeypatch.setenv("HARNESS_PLUGINS", "good,broken,raising,clash")
+    return site
+
+
+def test_environment_variable_restricts_plugins(good: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     manager = PluginManager()
-    names = {row["name"] for row in manager.describe()}
-    assert "debian" in names and "bm25" not in names
+    described = {row["name"]: row for row in manager.describe()}
+    assert described["good"] == {"name": "good", "hooks": ["register_retrievers"], "package": "fake-good 0.1"}
+    assert described["harness.plugins.builtin_metrics"]["builtin"] is True
+    assert set(manager.components.by_kind["retriever"]) == {"good"}
     monkeypatch.setenv("HARNESS_PLUGINS", "")
-    assert {row["name"] for row in PluginManager().describe()} == {"harness.plugins.builtin_metrics"}
+    assert "good" not in {row["name"] for row in PluginManager().describe()}
 
 
-def test_broken_import_is_reported_and_others_still_work(site: Path) -> None:
+def test_a_plugins_directory_file_is_a_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "good.py").write_text(GOOD)
+    (folder / "broken.py").write_text("import does_not_exist\n")
+    monkeypatch.setenv("HARNESS_PLUGINS", "")
+    monkeypatch.setenv("HARNESS_PLUGINS_DIR", str(folder))
+    manager = PluginManager()
+    assert set(manager.components.by_kind["retriever"]) == {"good"}
+    assert manager.components.owner[("retriever", "good")] == "mine/good.py"
+    assert any(f.plugin == "mine/broken.py" and "does_not_exist" in f.error for f in manager.failures)
+
+
+def test_broken_import_is_reported_and_others_still_work(site: Path, good: Path) -> None:
     install_fake_distribution(
         site, "fake-broken", {"fakeplug_broken": "import does_not_exist\n"}, {"broken": "fakeplug_broken"}
     )
     manager = PluginManager()
     failures = {f.plugin: f.error for f in manager.failures}
     assert "ModuleNotFoundError" in failures["broken"] and "does_not_exist" in failures["broken"]
-    assert "bm25" in manager.components.by_kind["retriever"]
+    assert "good" in manager.components.by_kind["retriever"]
     row = next(r for r in manager.describe() if r["name"] == "broken")
     assert row["errors"]
 
 
-def test_hook_that_raises_is_isolated(site: Path) -> None:
+def test_hook_that_raises_is_isolated(site: Path, good: Path) -> None:
     install_fake_distribution(
         site,
         "fake-raising",
@@ -84,22 +108,22 @@ def test_hook_that_raises_is_isolated(site: Path) -> None:
     )
     manager = PluginManager()
     retrievers = manager.components.by_kind["retriever"]
-    assert "bm25" in retrievers
+    assert "good" in retrievers
     failure = next(f for f in manager.failures if f.plugin == "raising")
     assert failure.hook == "register_retrievers" and "boom in hook" in failure.error
     with pytest.raises(HarnessError, match=r"unknown retriever 'mine'.*failed to load: raising: RuntimeError: boom"):
         manager.components.get("retriever", "mine")
 
 
-def test_bad_registrations_and_name_clashes(site: Path) -> None:
+def test_bad_registrations_and_name_clashes(site: Path, good: Path) -> None:
     install_fake_distribution(
         site,
         "fake-clash",
         {
             "fakeplug_clash": (
                 "from harness.plugins.hookspecs import hookimpl\n"
-                "from harness_bm25 import BM25Retriever\n"
-                "class Copy(BM25Retriever):\n"
+                "from fakeplug_good import Good\n"
+                "class Copy(Good):\n"
                 "    pass\n"
                 "@hookimpl\n"
                 "def register_retrievers(register):\n"
@@ -114,12 +138,12 @@ def test_bad_registrations_and_name_clashes(site: Path) -> None:
     manager = PluginManager()
     manager.components  # noqa: B018 - hooks run when components are first collected
     errors = [f.error for f in manager.failures if f.plugin == "clash"]
-    assert any("retriever 'bm25' is registered by 2 plugins (bm25, clash), so neither is used" in e for e in errors)
+    assert any("retriever 'good' is registered by 2 plugins (clash, good), so neither is used" in e for e in errors)
     assert any("not a subclass of Metric" in e for e in errors)
     # an impostor never stands in for the genuine plugin, whatever the names sort to
-    assert ("retriever", "bm25") not in manager.components.owner
-    with pytest.raises(HarnessError, match=r"retriever 'bm25' is registered by 2 plugins .*HARNESS_PLUGINS"):
-        manager.components.get("retriever", "bm25")
+    assert ("retriever", "good") not in manager.components.owner
+    with pytest.raises(HarnessError, match=r"retriever 'good' is registered by 2 plugins .*HARNESS_PLUGINS"):
+        manager.components.get("retriever", "good")
     # and every command says so
     result = subprocess.run(
         [sys.executable, "-c", "from harness.cli import main; main()", "list", "--format", "json"],
@@ -127,9 +151,9 @@ def test_bad_registrations_and_name_clashes(site: Path) -> None:
         text=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *sys.path])},
     )
-    assert "warning: retriever 'bm25' is registered by 2 plugins" in " ".join(result.stderr.split())
+    assert "warning: retriever 'good' is registered by 2 plugins" in " ".join(result.stderr.split())
 
 
-def test_unknown_component_lists_known_ones(plugins: PluginManager) -> None:
-    with pytest.raises(HarnessError, match=r"unknown retriever 'nope'; known: .*bm25"):
-        plugins.components.get("retriever", "nope")
+def test_unknown_component_lists_known_ones(tiny_plugins: PluginManager) -> None:
+    with pytest.raises(HarnessError, match=r"unknown retriever 'nope'; known: .*overlap"):
+        tiny_plugins.components.get("retriever", "nope")

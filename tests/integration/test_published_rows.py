@@ -1,0 +1,38 @@
+"""The committed leaderboard, checked with the first-party plugins installed: every published
+row equals trec_eval's implementations on the TREC run it keeps."""
+
+from __future__ import annotations
+
+import json
+
+from helpers import REPO
+
+
+def test_every_published_row_agrees_with_trec_eval() -> None:
+    """The leaderboard's rows against pytrec_eval and ir_measures on the TREC runs it keeps,
+    with qrels made from the installed dataset's answers (candidates only)."""
+    from trec_reference import check_run
+
+    from harness.leaderboard.rows import read_rows, run_dir_of
+    from harness.run import load_dataset
+    from harness.run.checks import candidate_mask
+
+    board = REPO / "leaderboard"
+    rows = read_rows(board)
+    assert rows and {r.dataset.name for r in rows} == {"debian"}
+    dataset = load_dataset("debian")
+    mask = candidate_mask(dataset.load_skb())
+    confirmed = 0
+    for row in rows:
+        run_dir = run_dir_of(board, row.run_dir)
+        assert run_dir is not None
+        evaluated = {json.loads(line)["qid"] for line in (run_dir / "per_query.jsonl").read_text().splitlines()}
+        qrels = {
+            str(q.id): {str(a): int(bool(mask[a])) for a in q.answer_ids}
+            for q in dataset.load_queries().split(row.split)
+            if q.id in evaluated
+        }
+        trec = run_dir / "run.trec.gz" if (run_dir / "run.trec.gz").exists() else run_dir / "run.trec"
+        counts = check_run(row.model_dump(mode="json"), run_dir / "per_query.jsonl", trec, qrels)
+        confirmed += counts["pytrec_eval"]
+    assert confirmed > 1000
