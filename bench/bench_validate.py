@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from harness.dataset import Dataset
-from harness.leaderboard.bundles import bundle, collect, validate
+from harness.leaderboard.bundles import bundle, collect
+from harness.leaderboard.validate import validate
 from harness.metrics import evaluate, hit_matrix, parse_metrics
 from harness.plugins import get_plugin_manager
 from harness.plugins.hookspecs import hookimpl

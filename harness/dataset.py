@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness.options import Options, parse_options
-from harness.queries import QuerySet
-from harness.skb import SKB
+
+if TYPE_CHECKING:  # numpy stays unimported until a dataset is loaded
+    from harness.queries import QuerySet
+    from harness.skb import SKB
 
 
 class Dataset(ABC):

@@ -322,7 +322,8 @@ def discard_entry(entry: str | os.PathLike[str], problem: str) -> None:
 
 def documents_identity(skb: Any, with_relations: bool, compact: bool) -> dict[str, Any]:
     """What decides an SKB's documents besides its fingerprint (which covers nodes, names,
-    fields and edges): the document variant, the neighbour cap and the relation labels."""
+    fields and edges): the document variant, the neighbour cap, the relation labels and whether
+    edges are read both ways."""
     return {
         "skb": skb.fingerprint,
         "candidates": hashlib.sha256(skb.candidate_ids.tobytes()).hexdigest()[:16],
@@ -330,4 +331,5 @@ def documents_identity(skb: Any, with_relations: bool, compact: bool) -> dict[st
         "compact": compact,
         "max_neighbors_in_doc": skb.max_neighbors_in_doc if with_relations else None,
         "edge_types": [vars(e) for e in skb.edge_types] if with_relations else None,
+        "undirected": bool(getattr(skb, "undirected", False)) if with_relations else None,
     }

@@ -23,7 +23,7 @@ import numpy as np
 from harness.errors import HarnessError
 from harness.io import atomic_dir
 
-FORMAT = "harness-skb/1"
+FORMAT = "harness-skb/2"  # 2: records `undirected`; the fingerprint is the SKB's own
 Direction = Literal["out", "in", "both"]
 
 
@@ -274,8 +274,18 @@ class SKB:
 
     def save(self, directory: str | Path) -> Path:
         """Write the SKB in the harness format (``skb.json``, ``nodes.jsonl.xz``,
-        ``edges.npz``), atomically: the directory appears complete or not at all."""
+        ``edges.npz``), atomically: the directory appears complete or not at all.
+
+        Everything the constructor takes is written, so :meth:`load` gives back an SKB with
+        the same documents, graph, candidates and fingerprint."""
+        if type(self).document is not SKB.document or type(self).relation_lines is not SKB.relation_lines:
+            # Such a subclass's documents come from its code, not from names and fields.
+            raise HarnessError(
+                f"SKB {self.name!r}: {type(self).__name__} builds its own documents, which the harness "
+                "format cannot hold; save the data it is loaded from instead"
+            )
         directory = Path(directory)
+        fingerprint = self.fingerprint  # before writing: a lazy one reads every node
         with atomic_dir(directory) as tmp:
             with lzma.open(tmp / "nodes.jsonl.xz", "wt", encoding="utf-8", preset=9) as out:
                 for node in range(self.num_nodes):
@@ -283,13 +293,10 @@ class SKB:
                     out.write(json.dumps(row, ensure_ascii=False) + "\n")
             np.savez_compressed(
                 tmp / "edges.npz",
-                src=self.src.astype(np.int32),
-                dst=self.dst.astype(np.int32),
-                edge_type=self.edge_type.astype(np.int16),
+                src=self.src.astype(_int_type(self.num_nodes)),
+                dst=self.dst.astype(_int_type(self.num_nodes)),
+                edge_type=self.edge_type.astype(_int_type(len(self.edge_types))),
             )
-            digest = hashlib.sha256()
-            for part in ("nodes.jsonl.xz", "edges.npz"):
-                digest.update((tmp / part).read_bytes())
             meta = {
                 "format": FORMAT,
                 "name": self.name,
@@ -300,9 +307,10 @@ class SKB:
                 "num_nodes": self.num_nodes,
                 "num_edges": self.num_edges,
                 "max_neighbors_in_doc": self.max_neighbors_in_doc,
-                "fingerprint": digest.hexdigest()[:16],
+                "undirected": self.undirected,
+                "fingerprint": fingerprint,
             }
-            (tmp / "skb.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+            (tmp / "skb.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         return directory
 
     @classmethod
@@ -313,7 +321,11 @@ class SKB:
         try:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
             if meta.get("format") != FORMAT:
-                raise HarnessError(f"{meta_path}: format {meta.get('format')!r}, expected {FORMAT!r}")
+                raise HarnessError(_format_problem(meta_path, meta.get("format")))
+            # Every key is required: a default would load a different SKB than was saved.
+            missing = [key for key in _META_KEYS if key not in meta]
+            if missing:
+                raise HarnessError(f"{meta_path} lacks {', '.join(missing)}")
             node_types, names, fields = [], [], []
             with lzma.open(directory / "nodes.jsonl.xz", "rt", encoding="utf-8") as lines:
                 for line in lines:
@@ -323,27 +335,61 @@ class SKB:
                     fields.append(node_fields)
             with np.load(directory / "edges.npz") as edges:
                 src, dst, edge_type = edges["src"], edges["dst"], edges["edge_type"]
+            if len(names) != meta["num_nodes"] or len(src) != meta["num_edges"]:
+                raise HarnessError(
+                    f"SKB at {directory} is incomplete: {len(names)}/{meta['num_nodes']} nodes, "
+                    f"{len(src)}/{meta['num_edges']} edges"
+                )
+            return cls(
+                name=meta["name"],
+                description=meta["description"],
+                node_type_names=meta["node_types"],
+                node_types=np.asarray(node_types, dtype=np.int32),
+                names=names,
+                fields=fields,
+                edge_types=[EdgeType(**e) for e in meta["edge_types"]],
+                src=src,
+                dst=dst,
+                edge_type=edge_type,
+                candidate_types=meta["candidate_types"],
+                fingerprint=meta["fingerprint"],
+                max_neighbors_in_doc=meta["max_neighbors_in_doc"],
+                undirected=meta["undirected"],
+            )
         except HarnessError:
             raise
-        except (OSError, ValueError, KeyError, EOFError, lzma.LZMAError) as exc:
-            raise HarnessError(f"cannot read SKB at {directory}: {exc}") from exc
-        if len(names) != meta["num_nodes"] or len(src) != meta["num_edges"]:
-            raise HarnessError(
-                f"SKB at {directory} is incomplete: {len(names)}/{meta['num_nodes']} nodes, "
-                f"{len(src)}/{meta['num_edges']} edges"
-            )
-        return cls(
-            name=meta["name"],
-            description=meta.get("description", ""),
-            node_type_names=meta["node_types"],
-            node_types=np.asarray(node_types, dtype=np.int32),
-            names=names,
-            fields=fields,
-            edge_types=[EdgeType(**e) for e in meta["edge_types"]],
-            src=src,
-            dst=dst,
-            edge_type=edge_type,
-            candidate_types=meta["candidate_types"],
-            fingerprint=meta["fingerprint"],
-            max_neighbors_in_doc=meta.get("max_neighbors_in_doc", 50),
+        except (OSError, ValueError, KeyError, TypeError, EOFError, lzma.LZMAError) as exc:
+            raise HarnessError(f"cannot read SKB at {directory}: {type(exc).__name__}: {exc}") from exc
+
+
+_META_KEYS = (
+    "name",
+    "description",
+    "node_types",
+    "edge_types",
+    "candidate_types",
+    "num_nodes",
+    "num_edges",
+    "max_neighbors_in_doc",
+    "undirected",
+    "fingerprint",
+)
+
+
+def _int_type(bound: int) -> type[np.signedinteger]:
+    """The smallest of int16/int32/int64 holding ``0 .. bound``."""
+    for dtype in (np.int16, np.int32):
+        if bound <= np.iinfo(dtype).max:
+            return dtype
+    return np.int64
+
+
+def _format_problem(meta_path: Path, found: Any) -> str:
+    if found == "harness-skb/1":
+        # Version 1 did not record ``undirected``: loading it could read edges the wrong way.
+        return (
+            f"{meta_path}: format harness-skb/1 does not say whether the edges are undirected; "
+            f'rebuild the SKB, or add "undirected": true or false to skb.json and set "format" '
+            f"to {FORMAT!r}"
         )
+    return f"{meta_path}: format {found!r}, expected {FORMAT!r}"

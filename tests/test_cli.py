@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness.cli import cli, main
+import harness
+from harness.cli import cli
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -38,8 +39,10 @@ def test_default_run_dry_run_and_check(tmp_path: Path) -> None:
 
 
 def test_check_fails_when_expected_scores_are_missed(tmp_path: Path) -> None:
-    registry = (REPO / "registry.yaml").read_text().replace("hit@1: 0.558559", "hit@1: 0.9")
-    (tmp_path / "registry.yaml").write_text(registry)  # ./registry.yaml wins over the bundled one
+    _, out, _ = invoke("list", "--format", "json")
+    [condition] = [c for c in json.loads(out)["conditions"] if c["name"] == "bm25/debian/test"]
+    condition["expected"]["hit@1"] = 0.9
+    (tmp_path / "registry.yaml").write_text(json.dumps({"conditions": [condition]}))  # ./registry.yaml wins
     code, out, _ = invoke("run", "--check")
     assert code == 1 and "FAIL hit@1: expected 0.9000" in out and "OK mrr" in out
 
@@ -138,20 +141,42 @@ def test_evaluate_trec_files(tmp_path: Path) -> None:
     assert code == 2 and "bad.trec:1: a run line has 6 columns" in err
 
 
-def test_harness_entry_point_runs_as_a_program() -> None:
-    env = {**os.environ, "COLUMNS": "200"}
-    result = subprocess.run(
-        [sys.executable, "-c", "from harness.cli import main; main()", "plugins"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
-    )
-    assert any(p["name"] == "bm25" for p in json.loads(result.stdout))
-    assert callable(main)
+def test_the_console_script_lists_every_command() -> None:
+    harness = Path(sys.executable).with_name("harness")
+    result = subprocess.run([harness, "--help"], capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr
+    commands = result.stdout.split("Commands:")[1]
+    listed = {line.split()[0] for line in commands.splitlines() if line.strip()}
+    assert {"run", "list", "plugins", "describe", "stats", "evaluate", "compare", "submit", "leaderboard"} <= listed
+    assert "--plugins-dir" in result.stdout
+    result = subprocess.run([harness, "leaderboard", "--help"], capture_output=True, text=True, check=True)
+    listed = {line.split()[0] for line in result.stdout.split("Commands:")[1].splitlines() if line.strip()}
+    assert listed == {"show", "schema", "validate", "merge", "withdraw", "migrate", "publish"}
+    result = subprocess.run([harness, "nope"], capture_output=True, text=True)
+    assert result.returncode == 2 and "No such command 'nope'" in result.stderr
 
 
-def test_all_runs_the_datasets_it_can_when_one_plugin_failed_to_load(tiny_plugins, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_the_built_in_commands_are_plugins() -> None:
+    _, out, _ = invoke("plugins", "--hook", "register_commands")
+    builtin = {p["name"] for p in json.loads(out) if p.get("builtin")}
+    assert {"harness.cli.run", "harness.cli.inspect", "harness.cli.leaderboard", "harness.cli.submit"} <= builtin
+
+
+def test_all_runs_the_datasets_it_can_when_one_plugin_failed_to_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from helpers import TinyDataset
+
+    from harness.plugins import get_plugin_manager, reset_plugin_manager
+
+    class Tiny:
+        @harness.hookimpl
+        def register_datasets(self, register):  # type: ignore[no-untyped-def]
+            register(TinyDataset)
+
+    monkeypatch.setenv("HARNESS_PLUGINS", "bm25")  # no other plugin's datasets in --all
+    reset_plugin_manager()
+    get_plugin_manager().register(Tiny(), "tiny")
     registry = tmp_path / "r.yaml"
     registry.write_text(
         "defaults: {retriever: bm25, split: test, k: 3}\n"
@@ -170,34 +195,28 @@ def test_all_runs_the_datasets_it_can_when_one_plugin_failed_to_load(tiny_plugin
 
 
 def test_a_plugin_exception_is_one_line_with_its_file_and_line(tmp_path: Path) -> None:
-    plugin = tmp_path / "boom_plugin.py"
+    plugin = tmp_path / "plugins" / "boom_plugin.py"
+    plugin.parent.mkdir()
     plugin.write_text(
-        "import numpy as np\n"
-        "from harness.plugins.hookspecs import hookimpl\n"
-        "from harness.retriever import Ranking, Retriever\n\n"
-        "class Boom(Retriever):\n"
+        "import harness\n\n"
+        "class Boom(harness.Retriever):\n"
         "    name = 'boom'\n"
         "    def build(self, skb, context):\n"
         "        pass\n"
-        "    def search(self, queries, k):\n"
+        "    def search(self, queries, k, top_ranked=None):\n"
         "        raise KeyError('no such field')\n\n"
-        "@hookimpl\n"
+        "@harness.hookimpl\n"
         "def register_retrievers(register):\n"
         "    register(Boom)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    code = (
-        "import sys, boom_plugin; from harness.plugins import get_plugin_manager; "
-        "get_plugin_manager().register(boom_plugin, 'boom'); from harness.cli import cli; sys.argv[0] = 'harness'; "
-        "cli(sys.argv[1:])"
-    )
-    args = [sys.executable, "-c", code, "run", "-r", "boom", "--split", "val", "--no-leaderboard", "--sample", "0.05"]
-    short = subprocess.run(args, capture_output=True, text=True, cwd=tmp_path, env=env)
+    harness = str(Path(sys.executable).with_name("harness"))
+    args = [harness, "--plugins-dir", "plugins", "run", "-r", "boom", "--split", "val", "--sample", "0.05"]
+    short = subprocess.run(args, capture_output=True, text=True, cwd=tmp_path)
     assert short.returncode == 2
     last = short.stderr.strip().splitlines()[-1]
     assert last.startswith("error: retriever 'boom' failed on queries") and "KeyError" in last
-    assert last.endswith(f"(at {plugin}:10 in search)") and "Traceback" not in short.stderr
-    full = subprocess.run([*args[:3], "--traceback", *args[3:]], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert last.endswith(f"(at {plugin}:8 in search)") and "Traceback" not in short.stderr
+    full = subprocess.run([harness, "--traceback", *args[1:]], capture_output=True, text=True, cwd=tmp_path)
     assert "Traceback (most recent call last)" in full.stderr and full.returncode == 2
 
 
@@ -215,3 +234,162 @@ def test_the_readme_commands_leave_a_fresh_clone_clean(tmp_path: Path) -> None:
         [*harness, "run", "--split", "val", "--leaderboard", "leaderboard"], cwd=clone, capture_output=True, text=True
     )
     assert refused.returncode == 2 and "is a curated leaderboard" in refused.stderr
+
+
+# -- single-file plugins, and what `list` shows -------------------------------------------------
+SINGLE_FILE_PLUGIN = """
+import numpy as np
+from pydantic import Field
+
+import harness
+
+
+class Three(harness.Dataset):
+    name = "three"
+
+    def load_skb(self):
+        return harness.SKB(
+            name="three", node_type_names=["doc"], node_types=np.zeros(3), names=["a", "b", "c"],
+            fields=[{}, {}, {}], edge_types=[], src=np.zeros(0), dst=np.zeros(0), edge_type=np.zeros(0),
+        )
+
+    def load_queries(self):
+        return harness.QuerySet("three", {"test": [harness.Query(1, "a", (0,)), harness.Query(2, "b", (2,))]})
+
+
+class InOrder(harness.Retriever):
+    name = "in-order"
+
+    class Options(harness.Options):
+        depth: int = Field(5, gt=0, description="how many candidates to return at most")
+
+    def build(self, skb, context):
+        self.ids = skb.candidate_ids[: self.options.depth]
+
+    def search(self, queries, k, top_ranked=None):
+        ids = self.ids[:k]
+        return [harness.Ranking(ids, -np.arange(len(ids), dtype=float)) for _ in queries]
+
+
+class Reverse(harness.Reranker):
+    name = "reverse"
+
+    def rerank(self, queries, candidates, k):
+        return [harness.Ranking(c.ids[::-1][:k], np.arange(len(c.ids), dtype=float)[:k]) for c in candidates]
+
+
+@harness.hookimpl
+def register_datasets(register):
+    register(Three)
+
+
+@harness.hookimpl
+def register_retrievers(register):
+    register(InOrder)
+    register(Reverse)
+"""
+
+
+@pytest.fixture
+def plugins_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A directory with one single-file plugin; no entry-point plugin loads."""
+    from harness.plugins import DIRS_ENV_VAR
+
+    monkeypatch.setenv("HARNESS_PLUGINS", "")
+    monkeypatch.setenv(DIRS_ENV_VAR, "")  # restored after the test, whatever --plugins-dir sets
+    directory = tmp_path / "my-plugins"
+    directory.mkdir()
+    (directory / "three.py").write_text(SINGLE_FILE_PLUGIN)
+    return directory
+
+
+def test_a_single_file_plugin_loads_with_plugins_dir(plugins_dir: Path, tmp_path: Path) -> None:
+    harness = str(Path(sys.executable).with_name("harness"))
+    listed = subprocess.run(
+        [harness, "--plugins-dir", str(plugins_dir), "list", "--format", "json"], capture_output=True, text=True
+    )
+    assert listed.returncode == 0, listed.stderr
+    data = json.loads(listed.stdout)
+    assert set(data["retrievers"]) == {"in-order"} and set(data["datasets"]) == {"three"}
+    without = json.loads(subprocess.run([harness, "list", "--format", "json"], capture_output=True, text=True).stdout)
+    assert without["retrievers"] == {} and without["datasets"] == {}
+    run = ["run", "-r", "in-order", "-d", "three", "--k", "2", "--metrics", "hit@1,mrr", "--format", "json"]
+    ran = subprocess.run(
+        [harness, "--plugins-dir", str(plugins_dir), *run],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert ran.returncode == 0, ran.stderr
+    [outcome] = json.loads(ran.stdout)
+    assert outcome["row"]["metrics"] == {"hit@1": 0.5, "mrr": 0.5}
+    assert outcome["row"]["retriever"]["params"] == {"depth": 5}
+    # in-process too: the option takes effect before the command is looked up
+    code, out, _ = invoke("--plugins-dir", str(plugins_dir), "list", "--format", "json")
+    assert code == 0 and set(json.loads(out)["retrievers"]) == {"in-order"}
+    code, _, err = invoke("--plugins-dir", str(tmp_path / "nowhere"), "list")
+    assert code == 2 and "does not exist" in err
+
+
+def test_list_hides_what_cannot_run_and_says_why(plugins_dir: Path, tmp_path: Path) -> None:
+    (tmp_path / "registry.yaml").write_text(
+        "datasets:\n  three-copy: {plugin: three}\n  gone: {plugin: not-installed}\n"
+        "retrievers:\n"
+        "  shallow: {plugin: in-order, params: {depth: 2}}\n"
+        "  broken: {plugin: in-order, params: {depth: 0}}\n"
+        "  typo: {plugin: in-order, params: {deep: 2}}\n"
+        "  ghost: {plugin: not-installed}\n"
+        "  reverse-shallow: {plugin: reverse, params: {first_stage: shallow, candidates: 2}}\n"
+        "  reverse-ghost: {plugin: reverse, params: {first_stage: ghost}}\n"
+        "conditions:\n"
+        "  - {name: ok, retriever: shallow, dataset: three-copy, split: test}\n"
+        "  - {name: not-ok, retriever: ghost, dataset: three, split: test}\n"
+    )
+    code, out, _ = invoke("--plugins-dir", str(plugins_dir), "list", "--format", "json")
+    assert code == 0
+    data = json.loads(out)
+    assert set(data["datasets"]) == {"three-copy", "three"}
+    assert set(data["retrievers"]) == {"shallow", "reverse-shallow", "in-order"}
+    assert data["retrievers"]["reverse-shallow"]["uses"] == ["shallow"]
+    assert [c["name"] for c in data["conditions"]] == ["ok"]
+    hidden = {h["name"]: h["reason"] for h in data["hidden"]}
+    assert hidden == {
+        "gone": "its plugin is not installed",
+        "ghost": "its plugin is not installed",
+        "broken": "invalid parameters",
+        "typo": "invalid parameters",
+        "reverse-ghost": "uses a retriever that cannot run",
+        "reverse": "needs parameters (a registry entry gives them)",
+        "not-ok": "names an entry that cannot run",
+    }
+    assert "depth: Input should be greater than 0" in next(h["error"] for h in data["hidden"] if h["name"] == "broken")
+    code, out, _ = invoke("--plugins-dir", str(plugins_dir), "list")
+    assert code == 0
+    [line] = [line for line in out.splitlines() if "hidden" in line]
+    assert line.startswith("7 hidden because they cannot run here: ")
+    assert "its plugin is not installed (2)" in line and "invalid parameters (2)" in line
+    assert "reverse-ghost" not in out and "reverse-shallow" in out
+
+
+def test_list_params_prints_what_components_declare(plugins_dir: Path) -> None:
+    code, out, _ = invoke("--plugins-dir", str(plugins_dir), "list", "--params", "--format", "json")
+    assert code == 0
+    params = json.loads(out)["params"]
+    assert params["retriever"]["in-order"]["params"] == [
+        {"name": "depth", "type": "int", "default": 5, "description": "how many candidates to return at most"}
+    ]
+    assert [p["name"] for p in params["retriever"]["reverse"]["params"]] == ["first_stage", "candidates"]
+    assert params["retriever"]["reverse"]["params"][0]["default"] == "(required)"
+    assert params["dataset"]["three"]["params"] == []
+    code, out, _ = invoke("--plugins-dir", str(plugins_dir), "list", "--params")
+    assert code == 0 and "how many candidates to return at most" in out and "(required)" in out
+
+
+def test_with_no_plugins_list_shows_nothing_that_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARNESS_PLUGINS", "")
+    code, out, _ = invoke("list", "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["datasets"] == {} and data["retrievers"] == {} and data["conditions"] == []
+    assert data["hidden"] == [] and "hit@k" in data["metrics"]
+    code, out, _ = invoke("list")
+    assert code == 0 and "metrics: hit@k, map[@k]" in out and "hidden" not in out

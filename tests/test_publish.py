@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from tests.conftest import REPO
+from helpers import REPO
 
 from harness.analysis.compare import compare_runs
 from harness.cli import cli

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import inspect
+import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from helpers import tiny_skb
 
-from harness.errors import HarnessError
-from harness.skb import SKB, EdgeType
+from harness import SKB, EdgeType, HarnessError
 
 
 def test_neighbors_by_relation_and_direction() -> None:
@@ -49,13 +52,114 @@ def test_counts_and_candidates() -> None:
     assert tiny_skb().is_candidate(np.array([0, 5, 99, -1])).tolist() == [True, False, False, False]
 
 
-def test_save_load_round_trip(tmp_path: Path) -> None:
-    skb = tiny_skb()
-    skb.save(tmp_path / "skb")
+def _graph_skb(undirected: bool) -> SKB:
+    """Unicode text, a node without fields, list and empty values, a multi-edge (one pair
+    joined twice by one relation and once by another), a neighbour cap, a fingerprint of its own
+    and, when ``undirected``, edge arrays that hold both directions of every edge."""
+    pairs = [(0, 1, 0), (0, 1, 0), (0, 1, 1), (1, 2, 0), (3, 0, 1), (2, 3, 0)]
+    if undirected:
+        pairs += [(b, a, t) for a, b, t in pairs]
+    src, dst, edge_type = (np.array(column) for column in zip(*pairs, strict=True))
+    return SKB(
+        name="ünïcode-graph",
+        description="Straße, 東京, emoji 🚀",
+        node_type_names=["page", "tag", "extra"],
+        node_types=np.array([0, 0, 1, 0]),
+        names=["Zürich", "東京", "naïve tag", "🚀 launch"],
+        fields=[
+            {"text": "Grüße aus Zürich", "aliases": ["Zurich", "Züri"], "empty": "", "none": None},
+            {"text": "首都", "ratio": 0.5},
+            {},
+            {"text": "line one\nline two: “quoted”"},
+        ],
+        edge_types=[EdgeType("links", "links to", "linked from"), EdgeType("related", "related to")],
+        src=src,
+        dst=dst,
+        edge_type=edge_type,
+        candidate_types=["page"],
+        fingerprint="given-by-loader",
+        max_neighbors_in_doc=1,
+        undirected=undirected,
+    )
+
+
+def _as_built(skb: SKB) -> SKB:
+    """The same SKB with the fingerprint computed from its content (none given)."""
+    return SKB(**{**_arguments(skb), "fingerprint": None})
+
+
+def _arguments(skb: SKB) -> dict[str, Any]:
+    """What ``skb`` would be constructed with: every constructor argument, read back."""
+    names = [p for p in inspect.signature(SKB.__init__).parameters if p != "self"]
+    return {name: getattr(skb, name) for name in names}
+
+
+@pytest.mark.parametrize(
+    "make",
+    [tiny_skb, lambda: _graph_skb(False), lambda: _graph_skb(True), lambda: _as_built(_graph_skb(True))],
+    ids=["tiny", "directed", "undirected", "computed-fingerprint"],
+)
+def test_save_load_round_trip(tmp_path: Path, make: Callable[[], SKB]) -> None:
+    """The loaded SKB is the one saved: every constructor argument, documents in every
+    variant, the graph, the candidates and the fingerprint."""
+    original = make()
+    original.save(tmp_path / "skb")
     loaded = SKB.load(tmp_path / "skb")
-    assert [loaded.document(i, True) for i in range(7)] == [skb.document(i, True) for i in range(7)]
-    assert loaded.fingerprint == SKB.load(tmp_path / "skb").fingerprint
+    got = _arguments(loaded)
+    for name, value in _arguments(original).items():
+        if isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(got[name], value, err_msg=name)
+        else:  # names and fields may be lazy sequences
+            assert list(got[name]) == list(value) if name in ("names", "fields") else got[name] == value, name
+    np.testing.assert_array_equal(loaded.candidate_ids, original.candidate_ids)
+    for node in range(original.num_nodes):
+        for with_relations in (False, True):
+            for compact in (False, True):
+                assert loaded.document(node, with_relations, compact) == original.document(
+                    node, with_relations, compact
+                ), (node, with_relations, compact)
+        for relation in (None, *(e.name for e in original.edge_types)):
+            for direction in ("out", "in", "both"):
+                assert loaded.neighbors(node, relation, direction).tolist() == (
+                    original.neighbors(node, relation, direction).tolist()
+                )
+    assert loaded.counts() == original.counts()
     assert not list(tmp_path.glob(".*tmp"))  # no temporary directory left behind
+
+
+def test_undirected_documents_list_each_neighbour_once(tmp_path: Path) -> None:
+    """The reason ``undirected`` must survive a save: read as directed, the reversed copy of
+    every edge would add "linked from" lines to the documents."""
+    _graph_skb(True).save(tmp_path / "skb")
+    document = SKB.load(tmp_path / "skb").document(1, with_relations=True)
+    assert "- links to: Zürich" in document and "linked from" not in document
+
+
+def test_a_file_from_before_undirected_was_recorded_is_refused(tmp_path: Path) -> None:
+    """Version 1 files do not say whether their edges are undirected: loading one as directed
+    could give other documents, so it is refused with what to do."""
+    _graph_skb(True).save(tmp_path / "skb")
+    meta_path = tmp_path / "skb" / "skb.json"
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    del meta["undirected"]
+    meta_path.write_text(json.dumps({**meta, "format": "harness-skb/1"}), encoding="utf-8")
+    with pytest.raises(HarnessError, match=r'harness-skb/1 does not say .*add "undirected"'):
+        SKB.load(tmp_path / "skb")
+    meta_path.write_text(json.dumps({**meta, "format": "harness-skb/2"}), encoding="utf-8")
+    with pytest.raises(HarnessError, match="lacks undirected"):
+        SKB.load(tmp_path / "skb")
+
+
+def test_an_skb_whose_class_builds_its_documents_is_not_saved(tmp_path: Path) -> None:
+    class Shouting(SKB):
+        def document(self, node: int, with_relations: bool = False, compact: bool = False) -> str:
+            return super().document(node, with_relations, compact).upper()
+
+    skb = tiny_skb()
+    shouting = Shouting(**_arguments(skb))
+    with pytest.raises(HarnessError, match="builds its own documents"):
+        shouting.save(tmp_path / "skb")
+    assert not (tmp_path / "skb").exists()
 
 
 def test_fingerprint_changes_with_content() -> None:

@@ -12,16 +12,21 @@ import tarfile
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
-from tests.conftest import REPO
+from helpers import REPO
+from pydantic import Field, model_validator
 
+import harness
 from harness.cli import cli
 from harness.errors import HarnessError
 from harness.io import stable_hash
-from harness.leaderboard.bundles import bundle, collect, merge, validate
-from harness.leaderboard.rows import read_rows
-from harness.plugins import PluginManager
+from harness.leaderboard.bundles import bundle, collect
+from harness.leaderboard.merge import merge
+from harness.leaderboard.rows import LeaderboardRow, read_rows, row_path
+from harness.leaderboard.validate import validate
+from harness.plugins import PluginManager, get_plugin_manager
 from harness.run import Runner, resolve
 from harness.run.registry import parse_registry
 
@@ -271,7 +276,7 @@ def test_conflicting_duplicate_is_refused_unless_superseded(runs: dict[str, Path
 def test_a_merge_that_fails_midway_leaves_nothing_behind(
     runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import harness.leaderboard.bundles
+    import harness.leaderboard.merge
 
     board = tmp_path / "leaderboard"
     merge([runs["bm25"]], board)
@@ -280,7 +285,7 @@ def test_a_merge_that_fails_midway_leaves_nothing_behind(
     def crash(*args: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(harness.leaderboard.bundles, "_write_changelog", crash)
+    monkeypatch.setattr(harness.leaderboard.merge, "_write_changelog", crash)
     with pytest.raises(OSError, match="disk full"):
         merge([runs["bm25-strong"]], board)
     assert _snapshot(board) == before
@@ -413,3 +418,163 @@ def test_withdraw_takes_rows_off_with_the_reason_in_the_changelog(runs: dict[str
     again = CliRunner().invoke(cli, ["leaderboard", "withdraw", "bm25-strong", "--from", str(board), "--reason", "x"])
     assert again.exit_code == 2 and "nothing changed" in again.output
     assert all(r.ok for r in validate(collect(board, tmp_path / "w")))
+
+
+# -- migration from row schema 1 ------------------------------------------------------------
+class _ById(harness.Retriever):
+    """A fake first stage: candidates in id order."""
+
+    name = "by-id"
+
+    class Options(harness.Options):
+        reverse: bool = Field(False, description="highest id first")
+
+    def build(self, skb: harness.SKB, context: harness.BuildContext) -> None:
+        self.ids = skb.candidate_ids[::-1] if self.options.reverse else skb.candidate_ids
+
+    def search(self, queries, k, top_ranked=None):  # type: ignore[no-untyped-def]
+        ids = self.ids[:k]
+        return [harness.Ranking(ids, -np.arange(len(ids), dtype=float)) for _ in queries]
+
+
+class _Flip(harness.Reranker):
+    """A fake reranker whose ``max_tokens`` is derived from ``mode``, as the LLM reranker's is."""
+
+    name = "flip"
+
+    class Options(harness.Reranker.Options):
+        mode: str = Field("pointwise", description="pointwise or listwise")
+        max_tokens: int | None = Field(None, description="default: 8 pointwise, 64 listwise")
+
+        @model_validator(mode="after")
+        def _derive(self):  # type: ignore[no-untyped-def]
+            if self.max_tokens is None:
+                self.max_tokens = 8 if self.mode == "pointwise" else 64
+            return self
+
+    def rerank(self, queries, candidates, k):  # type: ignore[no-untyped-def]
+        return [harness.Ranking(c.ids[::-1][:k], np.arange(len(c.ids), dtype=float)[:k][::-1]) for c in candidates]
+
+
+class _FakePlugin:
+    @harness.hookimpl
+    def register_retrievers(self, register):  # type: ignore[no-untyped-def]
+        register(_ById)
+        register(_Flip)
+
+
+MIGRATION_REGISTRY = """
+datasets:
+  tiny: {plugin: tiny, splits: [test]}
+retrievers:
+  ids: {plugin: by-id}
+  ids-flipped: {plugin: flip, params: {first_stage: ids, candidates: 3}}
+"""
+
+
+def _schema_1(board: Path, row: LeaderboardRow) -> str:
+    """Rewrite ``row`` of ``board`` (and its config.json) as the harness of row schema 1 wrote
+    it: the first stage beside the retriever, candidates in config.json, derived defaults null."""
+    data = row.model_dump(mode="json")
+    run_dir = board / row.run_dir
+    config = json.loads((run_dir / "config.json").read_text())
+    data["schema_version"] = 1
+    if data["uses"] and "first_stage" in data["retriever"]["params"]:
+        params = data["retriever"]["params"]
+        candidates = params.pop("candidates")
+        params.pop("first_stage")
+        params["max_tokens"] = None
+        data["first_stage"], data["uses"] = data["uses"][0], data["uses"][1:]
+        config = {
+            "retriever": data["retriever"],
+            "first_stage": data["first_stage"],
+            "uses": data["uses"],
+            "candidates": candidates,
+            **{k: v for k, v in config.items() if k not in ("retriever", "uses")},
+        }
+    else:
+        data["first_stage"] = None
+        config["first_stage"] = None
+    data["config_hash"] = stable_hash(config)
+    new_dir = run_dir.with_name(f"{row.retriever.name}-{data['config_hash']}")
+    run_dir.rename(new_dir)
+    (new_dir / "config.json").write_text(json.dumps(config, indent=2))
+    data["run_dir"] = new_dir.relative_to(board).as_posix()
+    row_path(board, row).unlink()
+    (row_path(board, row).parent / f"{row.retriever.name}-{data['config_hash']}.json").write_text(json.dumps(data))
+    return data["config_hash"]
+
+
+@pytest.fixture
+def schema_1_board(tiny_plugins: PluginManager, tmp_path: Path) -> tuple[Path, dict[str, LeaderboardRow]]:
+    tiny_plugins.register(_FakePlugin(), "fake-retrievers")
+    registry = parse_registry(MIGRATION_REGISTRY, "migration.yaml")
+    runner = Runner(tiny_plugins, output_dir=tmp_path / "runs", leaderboard_dir=None, device="cpu")
+    board = tmp_path / "board"
+    for name in ("ids", "ids-flipped"):
+        spec = resolve(registry, tiny_plugins, name, "tiny", "test", 3, ["hit@1", "mrr"])
+        merge([runner.run(spec).run_dir], board)
+    current = {r.retriever.name: r for r in read_rows(board)}
+    for row in current.values():
+        _schema_1(board, row)
+    return board, current
+
+
+def test_a_schema_1_row_is_refused_with_the_command_that_migrates_it(schema_1_board) -> None:  # type: ignore[no-untyped-def]
+    board, _ = schema_1_board
+    with pytest.raises(HarnessError, match=r"schema-1 row .*`harness leaderboard migrate DIR`"):
+        read_rows(board)
+    result = CliRunner().invoke(cli, ["leaderboard", "validate", str(board)])
+    assert result.exit_code == 1 and "harness leaderboard migrate" in result.output
+
+
+def test_migrate_rewrites_schema_1_rows_as_a_run_today_records_them(schema_1_board, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    board, current = schema_1_board
+    v1_files = sorted(p.name for p in (board / "rows").rglob("*.json"))
+    result = CliRunner().invoke(cli, ["leaderboard", "migrate", str(board)])
+    assert result.exit_code == 0, result.output
+    assert "migrated 2 rows" in result.output
+    rows = {r.retriever.name: r for r in read_rows(board)}
+    # the reranker: first stage in its parameters and first in uses, the derived max_tokens
+    # filled in; the same configuration hash as a run made now
+    flipped = rows["ids-flipped"]
+    assert flipped.schema_version == 2
+    assert flipped.retriever.params == {"first_stage": "ids", "candidates": 3, "mode": "pointwise", "max_tokens": 8}
+    assert [u.name for u in flipped.uses] == ["ids"]
+    for name, row in rows.items():
+        assert row.config_hash == current[name].config_hash
+        assert row.model_dump(exclude={"timestamp"}) == current[name].model_dump(exclude={"timestamp"})
+        config = json.loads((board / row.run_dir / "config.json").read_text())
+        assert "first_stage" not in config and "candidates" not in config
+    assert sorted(p.name for p in (board / "rows").rglob("*.json")) != v1_files
+    assert sorted(p.name for p in (board / "runs").rglob("*") if p.parent.name == "test") == sorted(
+        Path(r.run_dir).name for r in rows.values()
+    )
+    changelog = (board / "CHANGELOG.md").read_text()
+    assert "2 migrated to row schema 2" in changelog and "max_tokens null → 8" in changelog
+    assert all(r.ok for r in validate(collect(board, tmp_path / "w"))), "migrated rows validate"
+    again = CliRunner().invoke(cli, ["leaderboard", "migrate", str(board)])
+    assert again.exit_code == 0 and "every row is current" in again.output
+
+
+def test_a_migration_that_cannot_resolve_a_row_changes_nothing(schema_1_board, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    board, _ = schema_1_board
+    before = _snapshot(board)
+    plugins = get_plugin_manager()
+    plugins.unregister("fake-retrievers")
+    result = CliRunner().invoke(cli, ["leaderboard", "migrate", str(board)])
+    assert result.exit_code == 2 and "unknown retriever" in result.output and "is unchanged" in result.output
+    assert _snapshot(board) == before
+
+
+def test_rows_of_a_leaderboard_validate_alone(runs: dict[str, Path], tmp_path: Path) -> None:
+    board = tmp_path / "leaderboard"
+    merge([runs["bm25"], runs["bm25-strong"]], board)
+    [file] = [p for p in (board / "rows").rglob("bm25-strong-*.json")]
+    [result] = validate(collect(file, tmp_path / "w"))
+    assert result.ok and result.row is not None and result.row.retriever.name == "bm25-strong"
+    assert len(validate(collect(file.parent, tmp_path / "w2"))) == 2
+    loose = tmp_path / "row.json"
+    shutil.copyfile(file, loose)
+    with pytest.raises(HarnessError, match="a row alone cannot be checked"):
+        collect(loose, tmp_path / "w3")

@@ -18,7 +18,8 @@ from trec_reference import check_run_dir
 
 from harness.cli import cli
 from harness.errors import HarnessError
-from harness.leaderboard.bundles import collect, validate
+from harness.leaderboard.bundles import collect
+from harness.leaderboard.validate import validate
 from harness.plugins import PluginManager
 from harness.plugins.hookspecs import hookimpl
 from harness.queries import Query

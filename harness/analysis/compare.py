@@ -40,8 +40,9 @@ def load_per_query(path: str | Path) -> dict[int, dict[str, float]]:
 
 def paired_test(a: np.ndarray, b: np.ndarray, resamples: int = 10_000, seed: int = 0) -> dict[str, float]:
     """Statistics of ``b − a`` over paired per-query values."""
-    from scipy import stats
+    from harness.leaderboard import require
 
+    stats = require("scipy.stats", "the paired tests")
     difference = b - a
     mean = lambda x, axis=-1: np.mean(x, axis=axis)  # noqa: E731 - scipy wants a callable with axis
     if np.allclose(difference, 0):

@@ -62,7 +62,11 @@ def read_rows(directory: str | Path) -> list[LeaderboardRow]:
         try:
             data = json.loads(file.read_text(encoding="utf-8"))
             items = data if isinstance(data, list) else [data]
-            rows.extend(LeaderboardRow.model_validate(item) for item in items)
+            for item in items:
+                outdated = schema_problem(item)
+                if outdated:
+                    raise HarnessError(f"{file}: {outdated}")
+                rows.append(LeaderboardRow.model_validate(item))
         except (OSError, json.JSONDecodeError) as exc:
             raise HarnessError(f"{file}: unreadable leaderboard row: {exc}") from exc
         except ValidationError as exc:
@@ -70,6 +74,19 @@ def read_rows(directory: str | Path) -> list[LeaderboardRow]:
             loc = ".".join(map(str, first["loc"]))
             raise HarnessError(f"{file}: invalid leaderboard row: {loc}: {first['msg']}") from None
     return rows
+
+
+def schema_problem(data: Any) -> str | None:
+    """Why a row's JSON cannot be read as a row of this schema version, if it cannot."""
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if not isinstance(version, int) or version == SCHEMA_VERSION:
+        return None  # the schema check says what is wrong with it, if anything
+    if version < SCHEMA_VERSION:
+        return (
+            f"a schema-{version} row (this harness reads schema {SCHEMA_VERSION}); migrate the leaderboard "
+            "with `harness leaderboard migrate DIR`"
+        )
+    return f"a schema-{version} row, written by a newer harness (this one reads schema {SCHEMA_VERSION}); upgrade"
 
 
 def write_merged(directory: Path) -> Path:

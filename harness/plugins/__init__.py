@@ -24,25 +24,30 @@ from typing import Any
 
 import pluggy
 
-from harness.dataset import Dataset
 from harness.errors import HarnessError
-from harness.metrics import Metric
 from harness.plugins import hookspecs
-from harness.retriever import Retriever
 
 ENTRY_POINT_GROUP = "harness"
 ENV_VAR = "HARNESS_PLUGINS"
 #: ``os.pathsep``-separated directories of single-file plugins (what ``--plugins-dir`` sets)
 DIRS_ENV_VAR = "HARNESS_PLUGINS_DIR"
 #: Built-in plugins, registered exactly like installed ones: the metrics and every CLI command.
-DEFAULT_PLUGINS = ("harness.plugins.builtin_metrics",)
+DEFAULT_PLUGINS = (
+    "harness.plugins.builtin_metrics",
+    "harness.cli.run",
+    "harness.cli.inspect",
+    "harness.cli.evaluate",
+    "harness.cli.submit",
+    "harness.cli.leaderboard",
+)
 
 #: hook name -> (base class its components must subclass, kind shown in messages); plugins
 #: add kinds of their own through ``add_hookspecs`` (harness-llm adds "llm").
-COMPONENT_HOOKS: dict[str, tuple[type[Any], str]] = {
-    "register_datasets": (Dataset, "dataset"),
-    "register_retrievers": (Retriever, "retriever"),
-    "register_metrics": (Metric, "metric"),
+#: (Base classes are named, not imported: numpy and pydantic load only when components are needed.)
+COMPONENT_HOOKS: dict[str, tuple[type[Any] | str, str]] = {
+    "register_datasets": ("harness.dataset:Dataset", "dataset"),
+    "register_retrievers": ("harness.retriever:Retriever", "retriever"),
+    "register_metrics": ("harness.metrics:Metric", "metric"),
 }
 
 
@@ -86,7 +91,7 @@ class PluginManager:
         self.pm.add_hookspecs(hookspecs)
         self.failures: list[PluginFailure] = []
         self.distributions: dict[str, str] = {}
-        self.component_hooks = dict(COMPONENT_HOOKS)
+        self.component_hooks: dict[str, tuple[type[Any] | str, str]] = dict(COMPONENT_HOOKS)
         self._components: Components | None = None
         self._presets: list[tuple[str, Any]] | None = None
         self.pm.hook.add_hookspecs.call_historic(kwargs={"manager": self})
@@ -186,7 +191,8 @@ class PluginManager:
     def _collect(self) -> Components:
         self.failures = [f for f in self.failures if f.hook not in (*self.component_hooks, "register")]
         components = Components(failures=self.failures)
-        for hook_name, (base, kind) in self.component_hooks.items():
+        for hook_name, (named, kind) in self.component_hooks.items():
+            base = _load_class(named)
             registered = components.by_kind.setdefault(kind, {})
             # Sorted so that a name clash resolves the same way on every machine.
             impls = sorted(getattr(self.pm.hook, hook_name).get_hookimpls(), key=lambda i: i.plugin_name)
@@ -254,6 +260,13 @@ class PluginManager:
             if failure.hook is None and hook is None:
                 rows.append({"name": failure.plugin, "hooks": [], "errors": [failure.error]})
         return rows
+
+
+def _load_class(named: type[Any] | str) -> type[Any]:
+    if isinstance(named, str):
+        module, _, attribute = named.partition(":")
+        return getattr(importlib.import_module(module), attribute)
+    return named
 
 
 def plugins_dirs() -> list[str]:

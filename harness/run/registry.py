@@ -124,9 +124,9 @@ def parse_registry(text: str, source: str) -> Registry:
     except yaml.YAMLError as exc:
         raise HarnessError(f"{source}: not valid YAML: {exc}") from exc
     if data is None:
-        # an empty ./registry.yaml would otherwise hide the shipped registry without a word
+        # an empty file is a mistake (a truncated copy, a wrong path), not a registry
         raise HarnessError(
-            f"{source}: the registry is empty; delete it to use the shipped registry, or give it datasets, "
+            f"{source}: the registry is empty; delete it to use the plugins' presets, or give it datasets, "
             "retrievers or conditions"
         )
     if not isinstance(data, dict):

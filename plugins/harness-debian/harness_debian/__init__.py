@@ -12,42 +12,49 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.dataset import Dataset
-from harness.plugins.hookspecs import hookimpl
-from harness.queries import QuerySet, load_stark_layout
-from harness.skb import SKB
+from pydantic import Field
+
+import harness
 
 DATA = Path(__file__).parent / "data"
 
 
-class DebianDataset(Dataset):
-    """Debian packages as an SKB, with human-written queries (splits ``val`` and ``test``).
-
-    Parameters:
-        data_dir: a directory holding ``skb/`` and ``qa/`` (default: the copy shipped
-            in this package).
-    """
+class DebianDataset(harness.Dataset):
+    """Debian packages as an SKB, with human-written queries (splits ``val`` and ``test``)."""
 
     name = "debian"
     version = "1"
 
-    def __init__(self, data_dir: str | None = None) -> None:
-        super().__init__(**({"data_dir": data_dir} if data_dir else {}))
-        self.root = Path(data_dir) if data_dir else DATA
-        self._skb: SKB | None = None
-        self._queries: QuerySet | None = None
+    class Options(harness.Options):
+        data_dir: str | None = Field(
+            None, description="a directory holding skb/ and qa/ (default: the copy shipped in this package)"
+        )
 
-    def load_skb(self) -> SKB:
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self._skb: harness.SKB | None = None
+        self._queries: harness.QuerySet | None = None
+
+    @property
+    def root(self) -> Path:
+        return Path(self.options.data_dir) if self.options.data_dir else DATA
+
+    def load_skb(self) -> harness.SKB:
         if self._skb is None:
-            self._skb = SKB.load(self.root / "skb")
+            self._skb = harness.SKB.load(self.root / "skb")
         return self._skb
 
-    def load_queries(self) -> QuerySet:
+    def load_queries(self) -> harness.QuerySet:
         if self._queries is None:
-            self._queries = load_stark_layout(self.root / "qa", name="debian")
+            self._queries = harness.load_stark_layout(self.root / "qa", name="debian")
         return self._queries
 
 
-@hookimpl
+@harness.hookimpl
 def register_datasets(register: Any) -> None:
     register(DebianDataset)
+
+
+@harness.hookimpl
+def register_presets(register: Any) -> None:
+    register(Path(__file__).with_name("presets.yaml"))

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.skb import SKB, EdgeType
+from harness import SKB, EdgeType
 
 DATA = Path(__file__).parent / "data"
 APT_LISTS = Path("/var/lib/apt/lists")

@@ -34,8 +34,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from harness.queries import Query, write_stark_csv
-from harness.skb import SKB
+from harness import SKB, Query, atomic_write, load_stark_layout, write_stark_csv
 
 DATA = Path(__file__).parent / "data"
 SPEC = DATA / "queries.yaml"
@@ -140,8 +139,6 @@ def split_ids(ids: list[int]) -> dict[str, list[int]]:
 
 
 def write_layout(root: Path, queries: list[Query]) -> None:
-    from harness.io import atomic_write
-
     write_stark_csv(root / "stark_qa" / "stark_qa.csv", queries)
     for split, ids in split_ids([q.id for q in queries]).items():
         with atomic_write(root / "split" / f"{split}.index") as handle:
@@ -172,8 +169,6 @@ def main(argv: list[str] | None = None) -> None:
     except SpecError as exc:
         sys.exit(f"error: {exc}")
     if args.check:
-        from harness.queries import load_stark_layout
-
         shipped = load_stark_layout(DATA / "qa")
         expected = {q.id: q for q in queries}
         stale = [q.id for split in shipped for q in shipped.split(split) if expected.get(q.id) != q]

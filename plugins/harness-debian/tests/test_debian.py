@@ -9,7 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.skb import SKB
+import harness
+import harness_debian
+from harness import SKB
+from harness.testing import plugin_manager, tiny_skb
 from harness_debian import DATA, DebianDataset
 from harness_debian.build import build, long_description
 from harness_debian.queries import SPEC, compile_queries
@@ -32,6 +35,30 @@ def test_skb_is_the_main_archive(dataset: DebianDataset) -> None:
     assert "- depends on: " in doc and "libblas3" in doc and "- section: python" in doc
     assert "- required by: " in doc and "(and " in doc  # capped neighbour list
     assert skb.nodes_of_type("maintainer").size > 1000
+
+
+def test_data_dir_is_the_one_parameter(tmp_path: Path) -> None:
+    """Another copy in the same layout is read from ``data_dir``; other names are refused."""
+    assert DebianDataset().params == {"data_dir": None}
+    tiny_skb().save(tmp_path / "skb")
+    harness.write_stark_csv(tmp_path / "qa" / "stark_qa" / "stark_qa.csv", [harness.Query(0, "a red kettle", (0,))])
+    (tmp_path / "qa" / "split").mkdir()
+    (tmp_path / "qa" / "split" / "test.index").write_text("0\n")
+    copy = DebianDataset(data_dir=str(tmp_path))
+    assert copy.params == {"data_dir": str(tmp_path)}
+    assert copy.load_skb().fingerprint == tiny_skb().fingerprint
+    assert copy.load_queries().counts() == {"test": 1}
+    with pytest.raises(harness.HarnessError, match="datadir: not a parameter"):
+        DebianDataset(datadir=str(tmp_path))
+
+
+def test_presets_name_the_dataset_and_make_it_the_default() -> None:
+    manager = plugin_manager(harness_debian)
+    (registry,) = [fragment for _, fragment in manager.presets()]
+    assert not manager.failures
+    assert registry.defaults.dataset == "debian"
+    entry = registry.datasets["debian"]
+    assert entry.plugin == DebianDataset.name and entry.splits == ["val", "test"] and entry.description
 
 
 def test_queries_are_many_split_and_answerable(dataset: DebianDataset) -> None:

@@ -3,7 +3,7 @@
 Requests go through the providers' official SDKs, with their own retries switched off so
 that this module controls them: batches sized by the provider's limits (inputs and
 estimated tokens per request), bounded concurrency, retries by the harness's one policy
-(:mod:`harness.retry`: backoff with jitter, ``Retry-After`` honoured, capped) on 429, 5xx,
+(:class:`harness.RetryPolicy`: backoff with jitter, ``Retry-After`` honoured, capped) on 429, 5xx,
 timeouts and malformed responses, and token and cost accounting. Every reply's vectors are
 checked (one per input, finite, one dimension) before anything caches or ranks them; a bad
 reply is retried, and one still bad after the last retry is one clear ``HarnessError``.
@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from harness.errors import HarnessError
-from harness.io import stable_hash
-from harness.retry import Retryable, RetryPolicy, classify, describe
+from harness import HarnessError, Retryable, RetryPolicy, stable_hash
+from harness import classify_failure as classify
+from harness import describe_failure as describe
 
 #: USD per million input tokens (list prices when these models were current).
 PRICES = {

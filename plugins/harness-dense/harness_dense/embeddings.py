@@ -27,14 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from harness.errors import HarnessError
-from harness.io import (
+from harness import (
+    HarnessError,
     atomic_write,
     directory_digest,
     discard_entry,
     entry_lock,
     exclusive,
-    sha256_file,
     stable_hash,
     write_json,
 )
@@ -174,7 +173,7 @@ class EmbeddingCache:
         try:
             marker = json.loads((self.directory / f"shard-{shard}.json").read_text(encoding="utf-8"))
             for part in ("keys", "vectors"):
-                if sha256_file(self.directory / f"{part}-{shard}.npy") != marker[part]:
+                if _sha256(self.directory / f"{part}-{shard}.npy") != marker[part]:
                     return f"{part}-{shard}.npy does not match its digest"
             keys = np.load(self.directory / f"keys-{shard}.npy")
             vectors = np.load(self.directory / f"vectors-{shard}.npy", mmap_mode="r")
@@ -230,6 +229,11 @@ def cache_for(encoder: Any, cache_dir: Path) -> EmbeddingCache:
 
 def _shard_lock(directory: Path) -> contextlib.AbstractContextManager[None]:
     return exclusive(directory / ".shards.lock")
+
+
+def _sha256(path: Path) -> str:
+    # not harness.file_digest: that one memoizes by file state, and a shard is checked as it is now
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _npy(array: np.ndarray) -> bytes:

@@ -12,15 +12,17 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from helpers import JSONHandler, serve, tiny_skb
 
-from harness.errors import HarnessError
-from harness.queries import Query
-from harness.retriever import BuildContext
-from harness_dense import DenseRetriever, MultiVectorRetriever
+from harness import BuildContext, HarnessError, Query
+from harness.plugins import PluginManager
+from harness.run import Runner, resolve
+from harness.run.registry import parse_registry
+from harness_dense import DenseRetriever, MultiVectorRetriever, retrievers
 from harness_dense.api import LIMITS, Limits, batches
 
 KEY = "sk-test-0123456789-secret"
@@ -187,10 +189,12 @@ def test_missing_key_is_a_clear_error(
     monkeypatch.delenv("OPENAI_API_KEY")
     with pytest.raises(HarnessError, match=r"need an API key in \$OPENAI_API_KEY"):
         _dense(provider).build(tiny_skb(), BuildContext(cache_dir=tmp_path))
-    with pytest.raises(HarnessError, match="unknown embedding provider"):
+    with pytest.raises(HarnessError, match="provider: Input should be 'local', 'openai' or 'voyage'"):
         DenseRetriever(provider="cohere")
-    with pytest.raises(HarnessError, match="apply to provider openai or voyage only"):
+    with pytest.raises(HarnessError, match="base_url: for provider openai or voyage only"):
         DenseRetriever(base_url="http://x")
+    with pytest.raises(HarnessError, match="query_prefix, max_length: for provider local only"):
+        DenseRetriever(provider="openai", model="text-embedding-3-small", query_prefix="query: ", max_length=64)
 
 
 def test_batches_respect_provider_limits() -> None:
@@ -267,3 +271,36 @@ def test_retry_after_is_honoured(provider: type[FakeProvider], tmp_path: Path, n
     first, second = provider.log[0], provider.log[1]
     assert first["fault"] == "429:1" and second["fault"] == "ok"
     assert 1.0 <= second["at"] - first["at"] < 3.0
+
+
+def test_rows_record_the_api_settings_that_ran(
+    provider: type[FakeProvider], tiny_plugins: PluginManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The OpenAI row records concurrency, timeout, backoff and dimensions with the values that
+    ran; writing a derived default out changes nothing, and changing it (a release with another
+    default) changes the recorded parameters and the config hash, so old results are not reused."""
+    base = {"provider": "openai", "model": "text-embedding-3-small", "base_url": provider.url}  # type: ignore[attr-defined]
+
+    def row(**extra: object) -> Any:
+        """The row of one run of the entry ``api`` (the entry's name is part of the hash)."""
+        registry = parse_registry(
+            json.dumps({"retrievers": {"api": {"plugin": "dense", "params": {**base, **extra}}}}), "r.yaml"
+        )
+        runner = Runner(tiny_plugins, output_dir=tmp_path / "runs", device="cpu", registry=registry)
+        return runner.run(resolve(registry, tiny_plugins, retriever="api", dataset="tiny", split="test", k=3)).row
+
+    derived = row()
+    params = derived.retriever.params
+    assert {name: params[name] for name in ("concurrency", "timeout", "backoff", "dimensions")} == {
+        "concurrency": 4,
+        "timeout": 60.0,
+        "backoff": 1.0,
+        "dimensions": None,  # not sent: the model's own length
+    }
+    assert row(concurrency=4, timeout=60, backoff=1.0).config_hash == derived.config_hash
+    other = row(concurrency=2)
+    assert other.config_hash != derived.config_hash
+    monkeypatch.setitem(retrievers.API_DEFAULTS, "concurrency", 2)
+    changed = row()
+    assert changed.retriever.params["concurrency"] == 2
+    assert changed.config_hash == other.config_hash != derived.config_hash

@@ -1,56 +1,53 @@
 """Two processes run one configuration of API embeddings against a fault-injecting
 OpenAI-compatible server on 127.0.0.1 (429 with Retry-After, 500, 200 replies that are not
 JSON, vectors with NaN, at a seeded rate): both exit 0 with exactly the metrics of a reference
-run against a fault-free server."""
+run against a fault-free server. Every run is the installed ``harness`` command, with the
+dataset as a single-file plugin (``--plugins-dir``)."""
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+import zlib
 from collections import Counter
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
-import pytest
-from click.testing import CliRunner
-from helpers import REPO, JSONHandler, serve
-from test_api_embeddings import bag_of_words
+from helpers import JSONHandler, serve
+from trec_reference import check_run_dir
 
-from harness.cli import cli
-from harness.plugins import PluginManager
-from harness_dense import api
-
-#: A synthetic dataset: documents of made-up words, queries drawn from one document each.
+#: A synthetic dataset: documents of made-up words, queries drawn from one document each; and
+#: small request batches, so that there are many requests.
 PLUGIN = textwrap.dedent(
     """
     import random
 
     import numpy as np
 
-    from harness.dataset import Dataset
-    from harness.plugins.hookspecs import hookimpl
-    from harness.queries import Query, QuerySet
-    from harness.skb import SKB
+    import harness
+    from harness_dense import api
+
+    api.LIMITS["openai"] = api.Limits(max_inputs=12, max_tokens=100_000)
 
     rng = random.Random(7)
     WORDS = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(6)) for _ in range(150)]
     DOCS = [rng.sample(WORDS, 8) for _ in range(240)]
 
 
-    class StressDataset(Dataset):
+    class StressDataset(harness.Dataset):
         name = "stress"
 
         def load_skb(self):
-            return SKB(
+            return harness.SKB(
                 name="stress",
                 node_type_names=["doc"],
                 node_types=np.zeros(len(DOCS)),
@@ -68,23 +65,27 @@ PLUGIN = textwrap.dedent(
             for q in range(40):
                 target = picks.randrange(len(DOCS))
                 words = picks.sample(DOCS[target], 3) + [picks.choice(WORDS)]
-                queries.append(Query(q, " ".join(words), (target,)))
-            return QuerySet("stress", {"test": queries})
+                queries.append(harness.Query(q, " ".join(words), (target,)))
+            return harness.QuerySet("stress", {"test": queries})
 
 
-    @hookimpl
+    @harness.hookimpl
     def register_datasets(register):
         register(StressDataset)
     """
 )
 
-#: `harness run` with the dataset registered and small batches, so that there are many requests.
-LAUNCH = (
-    "import sys; import stress_plugin; from harness_dense import api; "
-    "api.LIMITS['openai'] = api.Limits(max_inputs=12, max_tokens=100_000); "
-    "from harness.plugins import get_plugin_manager; get_plugin_manager().register(stress_plugin, 'stress-plugin'); "
-    "from harness.cli import cli; sys.argv[0] = 'harness'; cli(sys.argv[1:])"
-)
+HARNESS = Path(sys.executable).with_name("harness")  # the command a user runs
+DIM = 64
+
+
+def embedding(text: str) -> list[float]:
+    """Texts sharing words are close: each word adds one at a position hashed from it."""
+    vector = [0.0] * DIM
+    for word in re.findall(r"[a-z]+", text.lower()):
+        vector[zlib.crc32(word.encode()) % DIM] += 1.0
+    return vector
+
 
 FAULTS = ("429", "500", "html", "nan")
 
@@ -108,7 +109,7 @@ def _server(rate: float, seed: int) -> type[JSONHandler]:
                 self.streak[digest] = self.streak[digest] + 1 if fault != "ok" else 0
                 self.injected[fault] += 1
             texts = [body["input"]] if isinstance(body["input"], str) else body["input"]
-            data = [{"object": "embedding", "index": i, "embedding": bag_of_words(t)} for i, t in enumerate(texts)]
+            data = [{"object": "embedding", "index": i, "embedding": embedding(t)} for i, t in enumerate(texts)]
             if fault == "nan":
                 data[-1]["embedding"][0] = float("nan")
             if fault in ("429", "500"):
@@ -135,7 +136,8 @@ def _server(rate: float, seed: int) -> type[JSONHandler]:
 
 def _workdir(root: Path, url: str) -> tuple[Path, dict[str, str]]:
     root.mkdir()
-    (root / "stress_plugin.py").write_text(PLUGIN)
+    (root / "plugins").mkdir()
+    (root / "plugins" / "stress_plugin.py").write_text(PLUGIN)
     (root / "registry.yaml").write_text(
         "datasets:\n"
         "  stress: {plugin: stress, splits: [test]}\n"
@@ -145,21 +147,18 @@ def _workdir(root: Path, url: str) -> tuple[Path, dict[str, str]]:
         f"    params: {{provider: openai, model: text-embedding-3-small, base_url: '{url}/v1', backoff: 0.01, "
         "timeout: 5}\n"
     )
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(root), str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]),
-        "HARNESS_CACHE": str(root / "cache"),
-        "OPENAI_API_KEY": "sk-stress-test",
-    }
+    env = {**os.environ, "HARNESS_CACHE": str(root / "cache"), "OPENAI_API_KEY": "sk-stress-test"}
     return root, env
 
 
 def _start(root: Path, env: dict[str, str]) -> subprocess.Popen[str]:
-    args = [sys.executable, "-c", LAUNCH, "run", "-r", "api-dense", "-d", "stress", "-s", "test", "--format", "json"]
+    args = [str(HARNESS), "--plugins-dir", str(root / "plugins"), "run", "-r", "api-dense", "-d", "stress"]
+    args += ["-s", "test", "--format", "json"]
     return subprocess.Popen(args, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _metrics(process: subprocess.Popen[str], deadline: float) -> dict[str, float]:
+def _outcome(process: subprocess.Popen[str], root: Path, deadline: float) -> dict[str, Any]:
+    """The process's outcome, its row checked against trec_eval (it ran outside this process)."""
     try:
         out, err = process.communicate(timeout=max(1.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
@@ -167,26 +166,16 @@ def _metrics(process: subprocess.Popen[str], deadline: float) -> dict[str, float
         out, err = process.communicate()
         raise AssertionError(f"harness run still running at the deadline: {err[-3000:]}") from None
     assert process.returncode == 0, err[-3000:]
-    return json.loads(out)[0]["row"]["metrics"]
+    outcome = json.loads(out)[0]
+    check_run_dir(root / outcome["run_dir"])  # relative to the directory it ran in
+    return outcome
 
 
-def test_two_processes_against_a_faulty_api_get_the_reference_metrics(
-    tmp_path: Path, plugins: PluginManager, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_two_processes_against_a_faulty_api_get_the_reference_metrics(tmp_path: Path) -> None:
     deadline = time.monotonic() + 180  # bounded, with room for a loaded 2-core CI machine
-    # The reference runs in this process (no second start-up), against a fault-free server.
     with serve(_server(rate=0.0, seed=0)) as clean_url:
         root, env = _workdir(tmp_path / "reference", clean_url)
-        monkeypatch.syspath_prepend(str(root))
-        monkeypatch.chdir(root)
-        monkeypatch.setenv("HARNESS_CACHE", env["HARNESS_CACHE"])
-        monkeypatch.setenv("OPENAI_API_KEY", env["OPENAI_API_KEY"])
-        monkeypatch.setitem(api.LIMITS, "openai", api.Limits(max_inputs=12, max_tokens=100_000))
-        plugins.register(importlib.import_module("stress_plugin"), "stress-plugin")
-        args = ["run", "-r", "api-dense", "-d", "stress", "-s", "test", "--format", "json"]
-        result = CliRunner().invoke(cli, args, catch_exceptions=False)
-        assert result.exit_code == 0, result.output
-        reference = json.loads(result.stdout)[0]["row"]["metrics"]
+        reference = _outcome(_start(root, env), root, deadline)["row"]["metrics"]
     assert reference["hit@1"] > 0.5  # the task is not trivial to get right by accident
 
     handler = _server(rate=0.35, seed=12)
@@ -194,7 +183,7 @@ def test_two_processes_against_a_faulty_api_get_the_reference_metrics(
         root, env = _workdir(tmp_path / "faulty", faulty_url)
         processes = [_start(root, env), _start(root, env)]  # one configuration, at once
         try:
-            got = [_metrics(process, deadline) for process in processes]
+            got = [_outcome(process, root, deadline)["row"]["metrics"] for process in processes]
         finally:
             for process in processes:
                 if process.poll() is None:

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
 from helpers import tiny_skb
 
-from harness.errors import HarnessError
+import harness
+from harness import BuildContext, HarnessError, Query, Ranking
 from harness.plugins import PluginManager
-from harness.queries import Query
-from harness.retriever import BuildContext, Ranking
 from harness.run import Runner, resolve
 from harness.run.registry import parse_registry
+from harness.testing import check_retriever
 from harness_dense import DenseRetriever, HybridRetriever, MultiVectorRetriever, chunk_text, top_k
 from harness_dense.embeddings import LocalEncoder
 
@@ -112,6 +114,8 @@ def test_hybrid_rrf_and_weighted_fusion_by_hand() -> None:
         HybridRetriever(retrievers=["a"])
     with pytest.raises(HarnessError, match="2 weights for 3"):
         HybridRetriever(retrievers=["a", "b", "c"], weights=[1, 2])
+    with pytest.raises(HarnessError, match="retrievers: Field required"):
+        HybridRetriever()
 
 
 def test_hybrid_from_the_registry_runs_and_records_its_members(tiny_plugins: PluginManager, tmp_path: Path) -> None:
@@ -135,11 +139,110 @@ def test_hybrid_from_the_registry_runs_and_records_its_members(tiny_plugins: Plu
     assert row.metrics["hit@1"] >= 0.75
     cyclic = parse_registry("retrievers:\n  loop: {plugin: hybrid, params: {retrievers: [loop, bm25]}}\n", "r.yaml")
     with pytest.raises(HarnessError, match="cycle"):
-        Runner(tiny_plugins, output_dir=tmp_path / "r2", leaderboard_dir=None, device="cpu", registry=cyclic).run(
-            resolve(cyclic, tiny_plugins, retriever="loop", dataset="tiny", split="test")
-        )
+        resolve(cyclic, tiny_plugins, retriever="loop", dataset="tiny", split="test")
 
 
 def test_missing_model_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(HarnessError, match="neither a local directory nor an installed model package"):
         DenseRetriever(model=str(tmp_path / "nope")).build(tiny_skb(), BuildContext(cache_dir=tmp_path))
+
+
+class WordOverlap(harness.Retriever):
+    """A stand-in member for fusion: scores a candidate by the query words its name shares,
+    and remembers the candidates it was asked to rerank."""
+
+    name = "word-overlap"
+    reranked: ClassVar[list[Sequence[Ranking] | None]] = []
+
+    def build(self, skb: harness.SKB, context: BuildContext) -> None:
+        self.ids = skb.candidate_ids
+        self.names = [set(skb.names[i].lower().split()) for i in self.ids]
+
+    def search(self, queries: Sequence[Query], k: int, top_ranked: Sequence[Ranking] | None = None) -> list[Ranking]:
+        WordOverlap.reranked.append(top_ranked)
+        rankings = []
+        for position, query in enumerate(queries):
+            allowed = None if top_ranked is None else set(top_ranked[position].ids.tolist())
+            words = set(query.text.lower().split())
+            scored = [
+                (-len(words & name), int(node))
+                for node, name in zip(self.ids, self.names, strict=True)
+                if allowed is None or int(node) in allowed
+            ]
+            best = sorted(scored)[:k]
+            rankings.append(Ranking(np.array([n for _, n in best]), np.array([-s for s, _ in best], dtype=float)))
+        return rankings
+
+
+@pytest.mark.parametrize("index", ["exact", "faiss"])
+def test_dense_keeps_the_retriever_contract(tmp_path: Path, index: str) -> None:
+    if index == "faiss":
+        pytest.importorskip("faiss")
+    rankings = check_retriever(DenseRetriever, {"index": index}, tmp_path, k=3)
+    assert rankings[2]["ids"][0] == 4  # "copper pot for soups"
+
+
+def test_multi_vector_keeps_the_retriever_contract(tmp_path: Path) -> None:
+    rankings = check_retriever(MultiVectorRetriever, {"chunk_size": 40, "overlap": 8}, tmp_path, k=3)
+    assert rankings[3]["ids"][0] == 2  # "glass teapot"
+
+
+@pytest.mark.parametrize("method", ["rrf", "weighted"])
+def test_hybrid_keeps_the_retriever_contract(tmp_path: Path, method: str) -> None:
+    presets = {"minilm": {"plugin": "dense"}, "words": {"plugin": "word-overlap"}}
+    params = {"retrievers": ["minilm", "words"], "method": method, "weights": [1.0, 0.5], "depth": 4}
+    rankings = check_retriever(
+        HybridRetriever, params, tmp_path, k=3, also=[DenseRetriever, WordOverlap], presets=presets
+    )
+    assert rankings[0]["ids"][0] == 0  # "red kettle that boils water"
+
+
+@pytest.mark.parametrize("retriever", [DenseRetriever, MultiVectorRetriever])
+def test_top_ranked_candidates_are_reranked_not_searched(tmp_path: Path, retriever: type[harness.Retriever]) -> None:
+    encoded = retriever()
+    encoded.build(tiny_skb(), BuildContext(cache_dir=tmp_path))
+    queries = _queries("a heavy copper pot for soups")
+    everything = encoded.search(queries, 5)[0]
+    given = Ranking(np.array([1, 4, 3]), np.array([3.0, 2.0, 1.0]))
+    reranked = encoded.search(queries, 2, top_ranked=[given])[0]
+    assert reranked.ids.tolist() == [i for i in everything.ids.tolist() if i in (1, 3, 4)][:2]
+    assert reranked.ids[0] == 4
+    np.testing.assert_allclose(reranked.scores, everything.scores[np.isin(everything.ids, [1, 3, 4])][:2], rtol=1e-5)
+    with pytest.raises(HarnessError, match="not candidates: \\[6\\]"):  # node 6 is a brand
+        encoded.search(queries, 2, top_ranked=[Ranking(np.array([4, 6]), np.array([2.0, 1.0]))])
+
+
+def test_hybrid_hands_top_ranked_to_what_it_fuses(tmp_path: Path) -> None:
+    skb = tiny_skb()
+    members = {"a": WordOverlap(), "b": WordOverlap()}
+    for member in members.values():
+        member.build(skb, BuildContext(cache_dir=tmp_path))
+    hybrid = HybridRetriever(retrievers=["a", "b"])
+    hybrid.build(skb, BuildContext(cache_dir=tmp_path, build_retriever=members.__getitem__))
+    given = [Ranking(np.array([1, 3]), np.array([2.0, 1.0]))]
+    WordOverlap.reranked.clear()
+    fused = hybrid.search(_queries("red kettle"), 5, top_ranked=given)[0]
+    assert WordOverlap.reranked == [given, given]
+    assert fused.ids.tolist() == [1, 3]  # "blue kettle" shares a word; node 0 was not a candidate
+
+
+def test_recorded_parameters_are_the_ones_that_run() -> None:
+    """Every parameter is recorded, derived defaults resolved: the same run written two ways
+    records the same parameters, and a different run different ones."""
+    local = DenseRetriever().params
+    assert {
+        name: local[name] for name in ("base_url", "dimensions", "concurrency", "timeout", "backoff")
+    } == dict.fromkeys(("base_url", "dimensions", "concurrency", "timeout", "backoff"))
+    assert (
+        MultiVectorRetriever().params["with_relations"] is True and DenseRetriever().params["with_relations"] is False
+    )
+    derived = HybridRetriever(retrievers=["a", "b"]).params
+    assert derived["weights"] == [1.0, 1.0]
+    assert HybridRetriever(retrievers=["a", "b"], weights=[1, 1]).params == derived
+    assert HybridRetriever(retrievers=["a", "b"], weights=[1, 2]).params != derived
+    with pytest.raises(HarnessError, match="base_url, concurrency: for provider openai or voyage only"):
+        DenseRetriever(base_url="http://x", concurrency=2)
+    with pytest.raises(HarnessError, match="overlap \\(40\\) must be less than chunk_size \\(40\\)"):
+        MultiVectorRetriever(chunk_size=40, overlap=40)
+    with pytest.raises(HarnessError, match="index: Input should be 'exact' or 'faiss'"):
+        DenseRetriever(index="hnsw")

@@ -8,63 +8,72 @@ the release has it) over the synthesized queries, and ``human-generated``.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, ClassVar
 
-from harness.dataset import Dataset
-from harness.errors import HarnessError
-from harness.plugins.hookspecs import hookimpl
-from harness.queries import QuerySet, load_stark_layout
-from harness.skb import SKB
+from pydantic import Field
+
+import harness
 from harness_stark import files
 from harness_stark.skb import AmazonSKB, MagSKB, PrimeSKB, StarkSKB, file_fingerprint, read_processed
 
 __all__ = ["StarkAmazon", "StarkDataset", "StarkMag", "StarkPrime"]
 
 
-class StarkDataset(Dataset):
-    """One STaRK benchmark.
+class StarkOptions(harness.Options):
+    """Where the release is read from; what every STaRK dataset takes."""
 
-    Parameters:
-        data_dir: a local copy of the release (default: ``$STARK_DATA_DIR``, else the hub).
-        revision: a hub revision (branch, tag or commit) to pin.
-    """
+    data_dir: str | None = Field(
+        None,
+        description=f"a local copy of the release in its layout (default: ${files.ENV_VAR}, else the hub)",
+    )
+    revision: str | None = Field(None, description="a hub revision (branch, tag or commit) to pin")
+
+
+class StarkDataset(harness.Dataset):
+    """One STaRK benchmark. Options beyond :class:`StarkOptions` go to its SKB class."""
 
     version = "2"  # 2: Prime's relation groups in the official order, multiset-symmetric edges kept as is
     stark_name: ClassVar[str]
     skb_class: ClassVar[type[StarkSKB]]
     variant: ClassVar[str | None] = None
+    Options = StarkOptions
 
-    def __init__(self, data_dir: str | None = None, revision: str | None = None, **skb_params: Any) -> None:
-        params = {k: v for k, v in {"data_dir": data_dir, "revision": revision, **skb_params}.items() if v is not None}
+    def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        self.data_dir, self.revision, self.skb_params = data_dir, revision, skb_params
-        self._skb: SKB | None = None
-        self._queries: QuerySet | None = None
+        self._skb: StarkSKB | None = None
+        self._queries: harness.QuerySet | None = None
 
-    def load_queries(self) -> QuerySet:
+    def load_queries(self) -> harness.QuerySet:
         if self._queries is None:
-            directory = files.qa_dir(self.stark_name, self.data_dir, self.revision)
-            self._queries = load_stark_layout(directory, name=self.name)
+            directory = files.qa_dir(self.stark_name, self.options.data_dir, self.options.revision)
+            self._queries = harness.load_stark_layout(directory, name=self.name)
         return self._queries
 
-    def load_skb(self) -> SKB:
+    def load_skb(self) -> StarkSKB:
         if self._skb is None:
-            directory = files.processed_dir(self.stark_name, self.data_dir, self.variant, self.revision)
+            directory = files.processed_dir(self.stark_name, self.options.data_dir, self.variant, self.options.revision)
             fingerprint = file_fingerprint(directory)
             processed = read_processed(directory, fingerprint)
-            self._skb = self.skb_class(processed, fingerprint=fingerprint, **self.skb_params)
+            skb_options = self.options.model_dump(exclude=set(StarkOptions.model_fields))
+            # Options that change the documents change the fingerprint (caches key on it);
+            # at their defaults it stays the files' own, which rows already record.
+            changed = self.options.model_dump(exclude=set(StarkOptions.model_fields), exclude_defaults=True)
+            if changed:
+                fingerprint = harness.stable_hash([fingerprint, changed], length=16)
+            self._skb = self.skb_class(processed, fingerprint=fingerprint, **skb_options)
         return self._skb
 
     def describe(self) -> dict[str, Any]:
         """Query counts always; SKB counts when its files are there, else what is missing."""
         info: dict[str, Any] = {"dataset": self.name, "queries": self.load_queries().counts()}
-        missing = files.missing_skb_files(self.stark_name, self.data_dir, self.variant)
+        missing = files.missing_skb_files(self.stark_name, self.options.data_dir, self.variant)
         if missing:
             info["skb_missing"] = missing
             return info
         try:
             info.update(self.load_skb().counts())
-        except HarnessError as exc:
+        except harness.HarnessError as exc:
             info["skb_error"] = str(exc)
         return info
 
@@ -76,6 +85,14 @@ class StarkAmazon(StarkDataset):
     stark_name = "amazon"
     skb_class = AmazonSKB
     variant = AmazonSKB.VARIANT
+
+    class Options(StarkOptions):
+        max_entries: int = Field(
+            25,
+            ge=0,
+            description="the official loader's max_entries: a product document lists at most "
+            "max_entries + 2 reviews and as many Q&A pairs (the official loop's count)",
+        )
 
 
 class StarkMag(StarkDataset):
@@ -94,7 +111,12 @@ class StarkPrime(StarkDataset):
     skb_class = PrimeSKB
 
 
-@hookimpl
+@harness.hookimpl
 def register_datasets(register: Any) -> None:
     for dataset in (StarkAmazon, StarkMag, StarkPrime):
         register(dataset)
+
+
+@harness.hookimpl
+def register_presets(register: Any) -> None:
+    register(Path(__file__).with_name("presets.yaml"))

@@ -20,8 +20,7 @@ import os
 import zipfile
 from pathlib import Path
 
-from harness.errors import HarnessError
-from harness.io import atomic_dir, cache_root, stable_hash
+from harness import HarnessError, atomic_dir, cache_root, stable_hash
 
 REPO_ID = "snap-stanford/stark"
 ENV_VAR = "STARK_DATA_DIR"

@@ -9,7 +9,7 @@ type ids (PyG's ``to_undirected(reduce="mean")``). They are then held as CSR arr
 Documents are built on demand from ``node_info`` and follow the official
 ``get_doc_info(add_rel=..., compact=...)`` of each SKB character for character, including
 where it fails: a node whose attributes the official code cannot read raises a
-:class:`~harness.errors.HarnessError` naming it.
+:class:`harness.HarnessError` naming it.
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from harness.errors import HarnessError
-from harness.skb import SKB, EdgeType, compact_text
+from harness import SKB, EdgeType, HarnessError, compact_text
 
 #: What reading a node's attributes the way STaRK does may raise when they have another shape.
 _SHAPE_ERRORS = (AttributeError, KeyError, TypeError, ValueError, IndexError)
@@ -36,7 +35,7 @@ def read_processed(directory: Path, fingerprint: str | None = None) -> dict[str,
     :class:`~harness_stark.store.NodeStore` read on demand (converted once, then cached)."""
     import torch
 
-    from harness.io import cache_root
+    from harness import cache_root
     from harness_stark.store import build_store
 
     out: dict[str, Any] = {}
@@ -176,7 +175,7 @@ class _Info(Sequence[Mapping[str, Any]]):
 
 def file_fingerprint(directory: Path) -> str:
     """SHA-256 over the processed files (streamed; computed once per file state)."""
-    from harness.io import cache_root, stable_hash
+    from harness import cache_root, stable_hash
 
     files = sorted(p for p in directory.iterdir() if p.is_file() and p.suffix in (".pkl", ".pt"))
     # The memo key names the directory and each file's inode and change time as well: two copies

@@ -26,8 +26,7 @@ from typing import Any, BinaryIO, ClassVar
 
 import numpy as np
 
-from harness.errors import HarnessError
-from harness.io import atomic_dir
+from harness import HarnessError, atomic_dir
 
 _WINDOW = 1000  # entries whose objects stay memoized, so that sharing between them is seen
 

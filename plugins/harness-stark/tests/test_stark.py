@@ -13,16 +13,20 @@ import threading
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from helpers import needs_stark_data, stark_data_dir
+from helpers import REPO, needs_stark_data, stark_data_dir
 from stark_fixtures import random_prime, write_all, write_files
 
-from harness.errors import HarnessError
-from harness.queries import HUMAN_SPLIT
+import harness_stark
+from harness import HarnessError
+from harness.testing import plugin_manager
 from harness_stark import StarkAmazon, StarkMag, StarkPrime
 
-SLICE_ROOT = Path(__file__).parent / "data" / "stark"
+#: the official query files of each dataset, a slice of each (tests/test_queries.py reads them too)
+SLICE_ROOT = REPO / "tests" / "data" / "stark"
+HUMAN_SPLIT = "human-generated"
 
 
 @pytest.fixture(scope="module")
@@ -73,26 +77,61 @@ def test_query_slice_in_official_layout() -> None:
     assert queries.counts()[HUMAN_SPLIT] == 10
 
 
-@needs_stark_data
-def test_describe_reports_queries_and_missing_skb_files() -> None:
+def _harness(*args: str) -> Any:
+    """``harness ARGS --format json`` in this process; its JSON output."""
     from click.testing import CliRunner
 
     from harness.cli import cli
 
-    result = CliRunner().invoke(
-        cli, ["describe", "stark-prime", "--data-dir", str(stark_data_dir()), "--format", "json"]
-    )
+    result = CliRunner().invoke(cli, [*args, "--format", "json"])
     assert result.exit_code == 0, result.output
-    info = json.loads(result.stdout)
+    return json.loads(result.stdout)
+
+
+def _row(*args: str) -> dict[str, Any]:
+    """The row of one ``harness run ARGS`` on the CPU."""
+    (outcome,) = _harness("run", *args, "--device", "cpu")
+    return outcome["row"]
+
+
+@needs_stark_data
+def test_describe_reports_queries_and_missing_skb_files() -> None:
+    info = _harness("describe", "stark-prime", "--data-dir", str(stark_data_dir()))
     assert info["queries"] == {"test": 2801, "train": 6162, "val": 2241, HUMAN_SPLIT: 109}
     assert info["skb_missing"][0] == "skb/prime/processed.zip"
     assert "skb/prime/processed/node_info.pkl" in info["skb_missing"]
-    amazon = json.loads(
-        CliRunner()
-        .invoke(cli, ["describe", "stark-amazon", "--data-dir", str(stark_data_dir()), "--format", "json"])
-        .stdout
-    )
+    amazon = _harness("describe", "stark-amazon", "--data-dir", str(stark_data_dir()))
     assert "skb/amazon/processed/cache/brand-category-color/node_info.pkl" in amazon["skb_missing"]
+
+
+def test_parameters_are_declared_once_and_shared(official_files: Path) -> None:
+    """The three datasets take the same location parameters; Amazon adds its document cap,
+    which changes the documents and therefore the fingerprint."""
+    for dataset in (StarkMag, StarkPrime):
+        assert dataset().params == {"data_dir": None, "revision": None}
+    assert StarkAmazon().params == {"data_dir": None, "revision": None, "max_entries": 25}
+    with pytest.raises(HarnessError, match="max_entries: not a parameter"):
+        StarkPrime(max_entries=3)
+    with pytest.raises(HarnessError, match="max_entries: Input should be greater than or equal to 0"):
+        StarkAmazon(max_entries=-1)
+    default = StarkAmazon(data_dir=str(official_files)).load_skb()
+    capped = StarkAmazon(data_dir=str(official_files), max_entries=0).load_skb()
+    assert capped.max_entries == 0 and default.max_entries == 25
+    assert capped.fingerprint != default.fingerprint
+    assert StarkAmazon(data_dir=str(official_files), max_entries=25).load_skb().fingerprint == default.fingerprint
+
+
+def test_presets_name_the_three_datasets() -> None:
+    manager = plugin_manager(harness_stark)
+    (registry,) = [fragment for _, fragment in manager.presets()]
+    assert not manager.failures
+    assert {name: entry.plugin for name, entry in registry.datasets.items()} == {
+        "stark-amazon": "stark-amazon",
+        "stark-mag": "stark-mag",
+        "stark-prime": "stark-prime",
+    }
+    assert all(entry.description and entry.splits == ["test", HUMAN_SPLIT] for entry in registry.datasets.values())
+    assert not registry.defaults.model_fields_set  # the default dataset is Debian's to name
 
 
 def test_local_copy_without_skb_names_the_files() -> None:
@@ -103,10 +142,7 @@ def test_local_copy_without_skb_names_the_files() -> None:
         StarkMag(data_dir="/nonexistent/stark").load_queries()
 
 
-def test_bm25_runs_on_a_stark_skb(official_files: Path, tmp_path: Path, plugins) -> None:  # type: ignore[no-untyped-def]
-    from harness.run import Runner, resolve
-    from harness.run.registry import load_registry
-
+def test_bm25_runs_on_a_stark_skb(official_files: Path) -> None:
     qa = official_files / "qa" / "prime"
     (qa / "stark_qa").mkdir(parents=True, exist_ok=True)
     (qa / "split").mkdir(exist_ok=True)
@@ -115,17 +151,8 @@ def test_bm25_runs_on_a_stark_skb(official_files: Path, tmp_path: Path, plugins)
         '1,"genes with an ankyrin repeat","[1, 1]"\n2,"What pathway involves PHYHIP?",[4]\n'
     )
     (qa / "split" / "test.index").write_text("0\n1\n2")
-    registry = load_registry()
-    spec = resolve(
-        registry,
-        plugins,
-        retriever="bm25",
-        dataset="stark-prime",
-        split="test",
-        dataset_params={"data_dir": str(official_files)},
-    )
-    row = Runner(plugins, output_dir=tmp_path / "runs", leaderboard_dir=None, device="cpu").run(spec).row
-    assert row.num_queries == 3 and row.metrics["hit@1"] >= 2 / 3
+    row = _row("--retriever", "bm25", "--dataset", "stark-prime", "--split", "test", "--data-dir", str(official_files))
+    assert row["num_queries"] == 3 and row["metrics"]["hit@1"] >= 2 / 3
 
 
 # -- downloads ------------------------------------------------------------------------------
@@ -246,15 +273,10 @@ def test_corrupt_archive_is_refused_and_nothing_half_written(tmp_path: Path, mon
     assert not list((Path(os.environ["HARNESS_CACHE"]) / "stark").glob("prime-*"))
 
 
-def test_answers_outside_the_candidates_are_kept_and_dropped_by_the_metrics(
-    official_files: Path, tmp_path: Path, plugins
-) -> None:  # type: ignore[no-untyped-def]
+def test_answers_outside_the_candidates_are_kept_and_dropped_by_the_metrics(official_files: Path) -> None:
     """MAG's human-generated set lists a few answers that are not papers: they stay in the
     queries (counts match the release), the metrics drop them, and the row counts queries
     left with no candidate answer."""
-    from harness.run import Runner, resolve
-    from harness.run.registry import load_registry
-
     qa = official_files / "qa" / "mag" / "stark_qa"
     qa.mkdir(parents=True, exist_ok=True)
     (qa / "stark_qa.csv").write_text("id,query,answer_ids\n")
@@ -265,18 +287,12 @@ def test_answers_outside_the_candidates_are_kept_and_dropped_by_the_metrics(
     )
     queries = StarkMag(data_dir=str(official_files)).load_queries().split(HUMAN_SPLIT)
     assert [q.answer_ids for q in queries] == [(7, 2), (0,)]
-    spec = resolve(
-        load_registry(),
-        plugins,
-        retriever="bm25",
-        dataset="stark-mag",
-        split=HUMAN_SPLIT,
-        metrics=["recall@5"],
-        dataset_params={"data_dir": str(official_files)},
+    row = _row(
+        *("--retriever", "bm25", "--dataset", "stark-mag", "--split", HUMAN_SPLIT, "--metrics", "recall@5"),
+        *("--data-dir", str(official_files)),
     )
-    row = Runner(plugins, output_dir=tmp_path / "runs", leaderboard_dir=None, device="cpu").run(spec).row
-    assert row.num_queries == 2 and row.queries_without_candidate_answers == 1
-    assert row.metrics["recall@5"] == pytest.approx(0.5)  # query 0 finds its one paper; query 1 scores 0
+    assert row["num_queries"] == 2 and row["queries_without_candidate_answers"] == 1
+    assert row["metrics"]["recall@5"] == pytest.approx(0.5)  # query 0 finds its one paper; query 1 scores 0
 
 
 @pytest.mark.parametrize(

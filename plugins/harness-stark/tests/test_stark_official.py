@@ -26,7 +26,7 @@ import stark_fixtures as fixtures
 import torch
 from official import official_skb_classes
 
-from harness.errors import HarnessError
+from harness import HarnessError
 from harness_stark import StarkAmazon, StarkMag, StarkPrime
 from harness_stark.skb import StarkSKB, to_undirected
 

@@ -1,0 +1,187 @@
+"""What is installed and what the data looks like: ``list``, ``plugins``, ``describe``, ``stats``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from harness.cli.common import data_dir_option, echo_json, format_option, registry_option, stdout, table
+from harness.errors import HarnessError
+from harness.plugins.hookspecs import hookimpl
+
+
+@click.command(name="list")
+@click.option("--params", "show_params", is_flag=True, help="also every component's parameters")
+@format_option()
+@registry_option
+def list_(show_params: bool, fmt: str, registry_path: str | None) -> None:
+    """Datasets, retrievers, metrics and conditions that can run here (registry entries whose
+    plugin is missing, whose parameters are invalid or that use what cannot run are hidden)."""
+    from harness.cli.runnable import component_params, runnable
+    from harness.plugins import get_plugin_manager
+    from harness.run import load_registry
+
+    plugins = get_plugin_manager()
+    registry = load_registry(registry_path, plugins)
+    found = runnable(registry, plugins)
+    components = plugins.components
+    data: dict[str, Any] = {
+        "registry": registry.source,
+        "datasets": found.datasets,
+        "retrievers": found.retrievers,
+        "metrics": [],
+        "llm_providers": sorted(components.by_kind.get("llm", {})),
+        "synthesis_stages": sorted(components.by_kind.get("synthesis stage", {})),
+        "conditions": [c.model_dump() for c in found.conditions],
+        "hidden": found.hidden,
+        "problems": registry.problems,
+    }
+    for family, metric in sorted(components.by_kind.get("metric", {}).items()):
+        data["metrics"].append(f"{family}@k" if metric.requires_k else (f"{family}[@k]" if metric.takes_k else family))
+    if show_params:
+        data["params"] = component_params(plugins)
+    if fmt == "json":
+        echo_json(data)
+        return
+    stdout.print(f"[dim]registry: {registry.source}[/dim]")
+    for kind in ("datasets", "retrievers"):
+        cells = []
+        for name, info in data[kind].items():
+            details = {k: v for k, v in info.items() if k != "plugin" and v}
+            cells.append([name, info["plugin"], json.dumps(details) if details else ""])
+        stdout.print(table(kind, ["name", "plugin", "details"], cells))
+    stdout.print("metrics: " + ", ".join(data["metrics"]), markup=False)
+    if data["llm_providers"]:
+        stdout.print("LLM providers (provider:model): " + ", ".join(data["llm_providers"]), markup=False)
+    if data["synthesis_stages"]:
+        stdout.print("synthesis stages: " + ", ".join(data["synthesis_stages"]), markup=False)
+    cells = []
+    for c in found.conditions:
+        expected = ", ".join(f"{m}={v:.4f}" for m, v in c.expected.items())
+        cells.append([c.name, c.retriever, c.dataset, c.split, f"{expected} (±{c.tolerance})" if expected else ""])
+    stdout.print(table("conditions", ["name", "retriever", "dataset", "split", "expected"], cells))
+    if show_params:
+        _print_params(data["params"])
+    if found.hidden:
+        stdout.print(f"[dim]{found.summary()} (--format json lists them)[/dim]", highlight=False)
+    for problem in registry.problems:
+        stdout.print(f"[dim]registry: {problem}[/dim]", highlight=False)
+
+
+def _print_params(params: dict[str, dict[str, Any]]) -> None:
+    for kind, by_name in params.items():
+        for name, info in by_name.items():
+            fields = info["params"]
+            title = f"{kind} {name}" + (f" ({info['package']})" if info.get("package") else "")
+            if not fields:
+                stdout.print(f"{title}: no parameters", highlight=False)
+                continue
+            cells = [[f["name"], f["type"], _default(f["default"]), f["description"]] for f in fields]
+            stdout.print(table(title, ["parameter", "type", "default", "description"], cells))
+
+
+def _default(value: Any) -> str:
+    return value if value == "(required)" else json.dumps(value, default=str)
+
+
+@click.command()
+@click.option("--hook", help="only plugins implementing this hook")
+def plugins(hook: str | None) -> None:
+    """Installed plugins and the hooks they implement, as JSON."""
+    from harness.plugins import get_plugin_manager
+
+    manager = get_plugin_manager()
+    known = sorted(manager.pm.hook.__dict__)
+    if hook is not None and hook not in known:
+        raise HarnessError(f"unknown hook {hook!r}; hooks: {', '.join(known)}")
+    echo_json(manager.describe(hook))
+
+
+@click.command()
+@click.argument("dataset")
+@format_option()
+@data_dir_option
+@registry_option
+def describe(dataset: str, fmt: str, data_dir: str | None, registry_path: str | None) -> None:
+    """Counts for a dataset: nodes and edges by type, candidates, queries per split."""
+    from harness.run import load_dataset
+
+    info = load_dataset(dataset, data_dir, registry_path).describe()
+    if fmt == "json":
+        echo_json(info)
+        return
+    stdout.print(f"[bold]{dataset}[/bold]")
+    for key, value in info.items():
+        if isinstance(value, dict):
+            cells = [[str(n), f"{c:,}" if isinstance(c, int) else str(c)] for n, c in value.items()]
+            stdout.print(table(key, ["type", "count"], cells, right={"count"}))
+        else:
+            stdout.print(f"{key}: {value:,}" if isinstance(value, int) else f"{key}: {value}")
+
+
+@click.command()
+@click.argument("dataset", required=False)
+@click.option("--queries", "queries_dir", type=click.Path(file_okay=False), help="a query set in STaRK's layout")
+@data_dir_option
+@click.option("--png", type=click.Path(dir_okay=False), help="also write length/answer histograms here")
+@format_option()
+@registry_option
+def stats(
+    dataset: str | None,
+    queries_dir: str | None,
+    data_dir: str | None,
+    png: str | None,
+    fmt: str,
+    registry_path: str | None,
+) -> None:
+    """Query-set statistics: length and answer distributions, word entropy, type-token ratio.
+
+    Of a dataset's queries (DATASET), or of any query set in STaRK's layout (--queries DIR,
+    e.g. one written by `harness synthesize`)."""
+    from harness.analysis.stats import query_set_statistics, write_histograms
+    from harness.queries import load_stark_layout
+    from harness.run import load_dataset
+
+    if (dataset is None) == (queries_dir is None):
+        raise HarnessError("stats: give a DATASET or --queries DIR (one of them)")
+    if queries_dir is not None:
+        queries = load_stark_layout(queries_dir)
+        dataset = queries.name
+    else:
+        assert dataset is not None
+        queries = load_dataset(dataset, data_dir, registry_path).load_queries()
+    result = {"dataset": dataset, **query_set_statistics(queries)}
+    if png:
+        written = write_histograms(queries, Path(png), f"{dataset}: {result['all']['queries']:,} queries")
+        missing = "not written: matplotlib is not installed (pip install 'stark-harness[leaderboard]')"
+        result["png"] = str(written) if written else missing
+    if fmt == "json":
+        echo_json(result)
+        return
+    columns = ["split", "queries", "words", "entropy", "TTR", "median len", "mean answers", ">30 answers"]
+    cells = [
+        [
+            name,
+            f"{summary['queries']:,}",
+            f"{summary['words']:,}",
+            f"{summary['shannon_entropy']:.2f}",
+            f"{summary['type_token_ratio']:.3f}",
+            f"{summary['query_length_words'].get('median', 0):.0f}",
+            f"{summary['answers_per_query'].get('mean', 0):.1f}",
+            f"{summary['share_with_more_than_30_answers']:.1%}",
+        ]
+        for name, summary in [("all", result["all"]), *result["splits"].items()]
+    ]
+    title = f"{dataset} query statistics (words = whitespace tokens)"
+    stdout.print(table(title, columns, cells, right=set(columns) - {"split"}))
+    if png:
+        stdout.print(f"histograms: {result['png']}")
+
+
+@hookimpl
+def register_commands(cli: click.Group) -> None:
+    for command in (list_, plugins, describe, stats):
+        cli.add_command(command)

@@ -1,0 +1,205 @@
+"""``harness run``: a retriever on a dataset split, into a run directory."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from harness.cli.common import console, data_dir_option, echo_json, format_option, progress, registry_option, stdout
+from harness.errors import HarnessError
+from harness.plugins.hookspecs import hookimpl
+
+
+@click.command()
+@click.option("--retriever", "-r", help="registry entry or plugin retriever name")
+@click.option("--dataset", "-d", help="registry entry or plugin dataset name")
+@click.option("--split", "-s", help="query split (default from the registry, usually test)")
+@click.option("--k", type=int, help="ranking depth to retrieve and evaluate")
+@click.option("--all", "run_all", is_flag=True, help="every dataset (and its splits) in the registry")
+@click.option("--metrics", "-m", help="comma-separated, e.g. hit@1,recall@20,mrr")
+@click.option("--sample", type=float, help="evaluate a seeded random fraction of the split")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--batch-size", type=int, help="queries per search call (default: the retriever's)")
+@click.option(
+    "--output",
+    type=click.Path(file_okay=False),
+    default="runs",
+    show_default=True,
+    help="where run directories (per-query results, TREC runs) go",
+)
+@click.option(
+    "--leaderboard",
+    "leaderboard_dir",
+    type=click.Path(file_okay=False),
+    help="also write the row into this scratch leaderboard (the curated one changes only through "
+    "`harness leaderboard merge`)",
+)
+@click.option("--no-leaderboard", is_flag=True, hidden=True, help="the default; kept for older scripts")
+@click.option("--fresh", is_flag=True, help="discard earlier results of the same configuration")
+@data_dir_option
+@click.option("--dry-run", is_flag=True, help="print what would run, run nothing")
+@click.option("--check", is_flag=True, help="exit 1 when a condition's expected score is missed")
+@format_option()
+@registry_option
+def run(
+    retriever: str | None,
+    dataset: str | None,
+    split: str | None,
+    k: int | None,
+    run_all: bool,
+    metrics: str | None,
+    sample: float | None,
+    seed: int,
+    device: str,
+    batch_size: int | None,
+    output: str,
+    leaderboard_dir: str | None,
+    no_leaderboard: bool,
+    fresh: bool,
+    data_dir: str | None,
+    dry_run: bool,
+    check: bool,
+    fmt: str,
+    registry_path: str | None,
+) -> None:
+    """Run a retriever on a dataset split; print metrics and write the run directory (row,
+    configuration, per-query results, TREC run and qrels). Nothing tracked changes: rows reach
+    the leaderboard through `harness submit` and `harness leaderboard merge`."""
+    from harness.cli.common import split_list
+    from harness.plugins import get_plugin_manager
+    from harness.run import Runner, load_registry, resolve
+
+    plugins = get_plugin_manager()
+    registry = load_registry(registry_path, plugins)
+    metric_list = split_list(metrics)
+    targets: list[tuple[str | None, str | None]] = []
+    if run_all:
+        if dataset:
+            raise HarnessError("--all runs every registry dataset; drop --dataset")
+        for name, entry in registry.datasets.items():
+            for split_name in [split] if split else entry.splits or [registry.defaults.split]:
+                targets.append((name, split_name))
+        if not targets:
+            raise HarnessError(f"{registry.source}: no datasets to run with --all")
+    else:
+        targets.append((dataset, split))
+    params = {"data_dir": data_dir} if data_dir else None
+    specs = []
+    errors: list[str] = []
+    for d, s in targets:
+        try:
+            specs.append(resolve(registry, plugins, retriever, d, s, k, metric_list, sample, seed, params))
+        except HarnessError as exc:
+            if not run_all:
+                raise
+            # one dataset whose plugin failed to load must not cost the others (as with missing data)
+            errors.append(f"{d}/{s}: {exc}")
+            console.print(f"[red]cannot run[/red] {d}/{s}: {exc}", highlight=False)
+    if dry_run:
+        _dry_run(specs, fmt)
+        if errors:
+            click.echo(f"error: {len(errors)} of {len(targets)} runs cannot run:\n  " + "\n  ".join(errors), err=True)
+            sys.exit(2)
+        return
+    failed = False
+    outcomes = []
+    with progress() as task_factory:
+        runner = Runner(
+            plugins,
+            output_dir=output,
+            leaderboard_dir=None if no_leaderboard else leaderboard_dir,
+            device=device,
+            batch_size=batch_size,
+            progress=task_factory,
+            fresh=fresh,
+            registry=registry,
+        )
+        for spec in specs:
+            console.print(f"[bold]running[/bold] {spec.describe()}", markup=True, highlight=False)
+            try:
+                outcome = runner.run(spec)
+            except HarnessError as exc:
+                if len(targets) == 1:
+                    raise
+                # With several runs, one that cannot run (e.g. data not available) must not
+                # cost the others; it is reported and the exit status says so.
+                errors.append(f"{spec.describe()}: {exc}")
+                console.print(f"[red]failed:[/red] {exc}", highlight=False)
+                continue
+            outcomes.append(outcome)
+            failed |= any(not c.ok for c in outcome.checks)
+    if fmt == "json":
+        echo_json([_outcome_json(o) for o in outcomes])
+    else:
+        for outcome in outcomes:
+            _print_outcome(outcome)
+    if errors:
+        click.echo(f"error: {len(errors)} of {len(targets)} runs failed:\n  " + "\n  ".join(errors), err=True)
+        sys.exit(2)
+    if check and failed:
+        sys.exit(1)
+
+
+def _dry_run(specs: list[Any], fmt: str) -> None:
+    data = [
+        {
+            "run": spec.describe(),
+            "retriever": spec.main.info.model_dump(),
+            "uses": [c.info.model_dump() for c in spec.uses],
+            "dataset": spec.dataset_component.info.model_dump(),
+            "metrics": spec.metrics,
+            "condition": spec.condition.name if spec.condition else None,
+        }
+        for spec in specs
+    ]
+    if fmt == "json":
+        echo_json(data)
+        return
+    for item in data:
+        condition = f" (condition {item['condition']})" if item["condition"] else ""
+        stdout.print(f"would run {item['run']}{condition}", markup=False)
+
+
+def _outcome_json(outcome: Any) -> dict[str, Any]:
+    return {
+        "row": outcome.row.model_dump(mode="json"),
+        "run_dir": str(outcome.run_dir),
+        "row_path": str(outcome.row_path) if outcome.row_path else None,
+        "checks": [
+            {"metric": c.metric, "expected": c.expected, "actual": c.actual, "ok": c.ok} for c in outcome.checks
+        ],
+        "notes": outcome.notes,
+    }
+
+
+def _print_outcome(outcome: Any) -> None:
+    from harness.cli.common import table
+
+    row = outcome.row
+    metrics = list(row.metrics)
+    values = [f"{100 * v:.2f}" for v in row.metrics.values()]
+    title = f"{outcome.spec.describe()} — {row.num_queries} queries"
+    stdout.print(table(title, metrics, [values], right=set(metrics)))
+    stdout.print(
+        f"latency/query {row.latency.mean_ms:.2f} ms (p50 {row.latency.p50_ms:.2f}, p95 {row.latency.p95_ms:.2f}); "
+        f"index build {row.index_build_seconds:.2f} s; total {row.total_seconds:.2f} s"
+        + (f"; resumed {outcome.resumed_queries} queries" if outcome.resumed_queries else "")
+    )
+    stdout.print(
+        f"run files: {outcome.run_dir}" + (f"\nleaderboard row: {outcome.row_path}" if outcome.row_path else "")
+    )
+    for note in outcome.notes:
+        stdout.print(f"note: {note}", highlight=False)
+    for check in outcome.checks:
+        actual = "missing" if check.actual is None else f"{check.actual:.4f}"
+        diff = "" if check.actual is None else f" ({check.actual - check.expected:+.4f})"
+        status = "[green]OK[/green]" if check.ok else "[red]FAIL[/red]"
+        stdout.print(f"{status} {check.metric}: expected {check.expected:.4f} ± {check.tolerance}, got {actual}{diff}")
+
+
+@hookimpl
+def register_commands(cli: click.Group) -> None:
+    cli.add_command(run)
