@@ -35,6 +35,7 @@ _EXPORTS: dict[str, str] = {
     # errors and parameters
     "HarnessError": "harness.errors",
     "Options": "harness.options",
+    "DocumentOptions": "harness.options",
     "parse_options": "harness.options",
     # the knowledge base and the queries
     "SKB": "harness.skb",
@@ -62,6 +63,7 @@ _EXPORTS: dict[str, str] = {
     "write_json": "harness.io",
     "exclusive": "harness.io",
     "file_digest": "harness.io",
+    "sha256_file": "harness.io",
     "directory_digest": "harness.io",
     "documents_identity": "harness.io",
     "entry_lock": "harness.io",
@@ -105,18 +107,19 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at runtime the names load on fi
         entry_lock,
         exclusive,
         file_digest,
+        sha256_file,
         stable_hash,
         verified_entry,
         write_json,
         write_manifest,
     )
     from harness.metrics import Metric
-    from harness.options import Options, parse_options
+    from harness.options import DocumentOptions, Options, parse_options
     from harness.plugins.hookspecs import hookimpl, hookspec
     from harness.queries import Query, QuerySet, load_stark_layout, write_stark_csv
     from harness.retriever import BuildContext, ProgressTask, Ranking, Reranker, Retriever
     from harness.retry import Retryable, RetryPolicy
-    from harness.run.resolve import load_dataset
     from harness.retry import classify as classify_failure
     from harness.retry import describe as describe_failure
+    from harness.run.resolve import load_dataset
     from harness.skb import SKB, EdgeType, compact_text

@@ -18,9 +18,10 @@ results computed with the old value.
 
 from __future__ import annotations
 
+import typing
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.errors import HarnessError
 
@@ -30,6 +31,15 @@ class Options(BaseModel):
     that depend on other fields in a ``model_validator(mode="after")`` so they are recorded."""
 
     model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class DocumentOptions(Options):
+    """Which document of each node a retriever reads (``SKB.document``): for retrievers that
+    index text. Subclasses may change the defaults (STaRK's multi-vector baseline reads
+    compact documents with relations)."""
+
+    with_relations: bool = Field(False, description="documents with their relations linearized")
+    compact: bool = Field(False, description="documents folded onto one line (STaRK's ColBERT and multi-vector)")
 
 
 def parse_options(options: type[Options], params: dict[str, Any] | None, what: str) -> Options:
@@ -55,8 +65,7 @@ def describe_options(options: type[Options]) -> list[dict[str, Any]]:
     """One entry per parameter (name, type, default, description), for ``harness list --params``."""
     rows = []
     for name, field in options.model_fields.items():
-        annotation = field.annotation
-        type_name = getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+        type_name = _type_name(field.annotation)
         default = None if field.is_required() else field.get_default(call_default_factory=True)
         rows.append(
             {
@@ -67,3 +76,17 @@ def describe_options(options: type[Options]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def _type_name(annotation: Any) -> str:
+    """``Literal['a', 'b']`` as ``'a' | 'b'``; ``int | None`` as ``int | None``."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Literal:
+        return " | ".join(repr(a) for a in args)
+    if args and origin is not None and origin.__name__ in ("UnionType", "Union"):
+        return " | ".join(_type_name(a) for a in args)
+    if annotation is type(None):
+        return "None"
+    if origin is not None and args:
+        return f"{getattr(origin, '__name__', origin)}[{', '.join(_type_name(a) for a in args)}]"
+    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")

@@ -12,10 +12,12 @@ retriever can run.
 dataset (so composites get what they ``uses()``, and every check the runner makes applies),
 then checks the contract: every ranking sorted best first, ids valid candidates without
 repeats, at most ``k`` of them, and the same rankings from a second, fresh run.
+``run_retriever`` makes one such run and returns its outcome (the row, its directory).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -33,7 +35,7 @@ from harness.retriever import Retriever
 from harness.run.registry import Registry, RetrieverEntry
 from harness.skb import SKB, EdgeType
 
-__all__ = ["TinyDataset", "check_retriever", "plugin_manager", "tiny_skb"]
+__all__ = ["TinyDataset", "check_retriever", "plugin_manager", "run_retriever", "tiny_skb"]
 
 
 def tiny_skb() -> SKB:
@@ -129,7 +131,7 @@ def _cache(path: Path) -> Iterator[None]:
             os.environ["HARNESS_CACHE"] = old
 
 
-def check_retriever(
+def run_retriever(
     retriever: type[Retriever],
     params: dict[str, Any] | None,
     tmp_path: str | os.PathLike[str],
@@ -140,14 +142,14 @@ def check_retriever(
     plugins: Iterable[object] = (),
     dataset: str = "tiny",
     split: str = "test",
-) -> list[dict[str, Any]]:
-    """Run ``retriever`` with ``params`` on ``dataset`` twice, from scratch, and check the
-    retriever contract; return the rankings (``{"qid", "ids", "scores"}`` per query).
-
-    ``also`` registers retrievers it uses; ``presets`` adds registry entries by name
-    (``{"first": {"plugin": "bm25", "params": {...}}}``) for what it uses; ``plugins``
-    registers further plugins (another dataset, say).
-    """
+    metrics: Sequence[str] = ("hit@1", "mrr"),
+    fresh: bool = True,
+) -> Any:
+    """One run of ``retriever`` with ``params`` through the real resolver and runner; returns
+    the outcome (``.row`` is the leaderboard row, ``.run_dir`` its directory, ``.notes`` what
+    the runner healed). ``also`` registers retrievers it uses; ``presets`` adds registry
+    entries by name (``{"first": {"plugin": "bm25", "params": {...}}}``); ``plugins`` registers
+    further plugins (another dataset, say). The cache and outputs live under ``tmp_path``."""
     from harness.run.resolve import resolve
     from harness.run.runner import Runner
 
@@ -155,29 +157,44 @@ def check_retriever(
     manager = plugin_manager(_Components([retriever, *also]), *plugins)
     entries = {"under-test": RetrieverEntry(plugin=retriever.name, params=dict(params or {}))}
     entries.update({name: RetrieverEntry(**entry) for name, entry in (presets or {}).items()})
-    registry = Registry(retrievers=entries)
-    results = []
+    spec = resolve(Registry(retrievers=entries), manager, "under-test", dataset, split, k, list(metrics))
+    with _cache(tmp / "cache"):
+        return Runner(manager, output_dir=tmp / "runs", device="cpu", fresh=fresh).run(spec)
+
+
+def check_retriever(
+    retriever: type[Retriever],
+    params: dict[str, Any] | None,
+    tmp_path: str | os.PathLike[str],
+    **options: Any,
+) -> list[dict[str, Any]]:
+    """Run ``retriever`` with ``params`` twice, from scratch (fresh caches and outputs), and
+    check the retriever contract; return the rankings (``{"qid", "ids", "scores"}`` per
+    query). Takes the keyword arguments of :func:`run_retriever`."""
+    results, outcomes = [], []
     for attempt in ("first", "second"):
-        with _cache(tmp / f"cache-{attempt}"):
-            spec = resolve(registry, manager, "under-test", dataset, split, k, ["hit@1", "mrr"])
-            outcome = Runner(manager, output_dir=tmp / f"runs-{attempt}", device="cpu", fresh=True).run(spec)
+        outcome = run_retriever(retriever, params, Path(tmp_path) / attempt, **options)
         healed = [note for note in outcome.notes if note.startswith("dropped")]
         assert not healed, f"the runner had to clean the rankings: {healed}"
+        outcomes.append(outcome)
         results.append(_rankings(outcome.run_dir / "results.jsonl"))
-    skb = spec.dataset_component.instance.load_skb()
-    candidates = set(skb.candidate_ids.tolist())
+    dataset = next(iter(outcomes)).spec.dataset_component.instance
+    split = outcomes[0].spec.split
+    k = outcomes[0].spec.k
+    candidates = set(dataset.load_skb().candidate_ids.tolist())
     first, second = results
-    assert [r["qid"] for r in first] == [q.id for q in spec.dataset_component.instance.load_queries().split(split)]
+    assert [r["qid"] for r in first] == [q.id for q in dataset.load_queries().split(split)]
     for ranking in first:
         ids, scores = ranking["ids"], ranking["scores"]
         assert len(ids) <= k, f"query {ranking['qid']}: {len(ids)} results for k={k}"
         assert len(set(ids)) == len(ids), f"query {ranking['qid']}: repeated ids {ids}"
         assert set(ids) <= candidates, f"query {ranking['qid']}: non-candidate ids {set(ids) - candidates}"
         assert all(np.isfinite(scores)), f"query {ranking['qid']}: scores {scores}"
-        assert all(a >= b for a, b in zip(scores, scores[1:], strict=False)), f"not sorted: {scores}"
+        assert all(a >= b for a, b in itertools.pairwise(scores)), f"not sorted: {scores}"
     assert [(r["ids"], r["scores"]) for r in first] == [(r["ids"], r["scores"]) for r in second], (
         "two fresh runs of the same configuration ranked differently"
     )
+    assert outcomes[0].row.config_hash == outcomes[1].row.config_hash, "one configuration, two hashes"
     return first
 
 
