@@ -68,7 +68,6 @@ def plugins() -> PluginManager:
 
 
 class TinyPlugin:
-
     @harness.hookimpl
     def register_datasets(self, register):  # type: ignore[no-untyped-def]
         from helpers import TinyDataset
@@ -86,8 +85,6 @@ class TinyPlugin:
 def tiny_plugins(plugins: PluginManager) -> PluginManager:
     plugins.register(TinyPlugin(), "tiny-test-plugin")
     return plugins
-
-
 
 
 os.environ.setdefault("COLUMNS", "200")  # rich tables in CLI output stay on one line

@@ -152,7 +152,6 @@ def stark_data_dir() -> Path | None:
 needs_stark_data = pytest.mark.skipif(stark_data_dir() is None, reason="set STARK_DATA_DIR to the STaRK files")
 
 
-
 class OverlapRetriever(Retriever):
     """A fake lexical retriever: scores candidates by the number of query words in their
     document; ties in id order. What core tests run instead of a first-party plugin."""

@@ -90,8 +90,6 @@ class LeaderboardRow(BaseModel):
     run_dir: str | None = Field(None, description="per-query results and TREC run, relative or absolute")
 
 
-
-
 def hardware(device: str) -> Hardware:
     cpu = platform.processor() or platform.machine()
     try:

@@ -210,9 +210,12 @@ def merge(fragments: list[tuple[str, Registry]], user: Registry | None = None) -
         )
     except ValidationError as exc:
         raise HarnessError(_format_error("registry", exc)) from None
-    registry.source = ", ".join(
-        ([f"plugins ({', '.join(sorted(set(sources)))})"] if sources else []) + ([user.source] if user else [])
-    ) or "(empty)"
+    registry.source = (
+        ", ".join(
+            ([f"plugins ({', '.join(sorted(set(sources)))})"] if sources else []) + ([user.source] if user else [])
+        )
+        or "(empty)"
+    )
     return registry, problems
 
 

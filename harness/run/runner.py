@@ -268,17 +268,13 @@ class Runner:
             if retriever.regime == "trained":
                 queries = dataset.load_queries()
                 if "train" not in queries.split_names:
-                    raise HarnessError(
-                        f"retriever {component.name!r} needs a train split; {dataset.name!r} has none"
-                    )
+                    raise HarnessError(f"retriever {component.name!r} needs a train split; {dataset.name!r} has none")
                 retriever.fit(skb, queries.split("train"), context)
             retriever.build(skb, context)
         except HarnessError:
             raise
         except Exception as exc:
-            raise HarnessError(
-                f"retriever {component.name!r} failed to build: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise HarnessError(f"retriever {component.name!r} failed to build: {type(exc).__name__}: {exc}") from exc
 
     def _search(
         self,
@@ -358,8 +354,6 @@ class Runner:
             )
 
 
-
-
 class CheckedRetriever(Retriever):
     """A retriever as another one receives it from ``context.retriever``: its rankings are
     checked and cleaned exactly as the runner checks the main retriever's."""
@@ -375,8 +369,8 @@ class CheckedRetriever(Retriever):
 
     def search(self, queries: Sequence[Query], k: int, top_ranked: Sequence[Ranking] | None = None) -> list[Ranking]:
         try:
-            rankings = self.inner.search(queries, k, top_ranked) if top_ranked is not None else self.inner.search(
-                queries, k
+            rankings = (
+                self.inner.search(queries, k, top_ranked) if top_ranked is not None else self.inner.search(queries, k)
             )
         except HarnessError:
             raise

@@ -32,8 +32,6 @@ def test_environment_variable_restricts_plugins(monkeypatch: pytest.MonkeyPatch)
     }
 
 
-
-
 def test_every_preset_of_the_first_party_plugins_is_valid(plugins: PluginManager) -> None:
     from harness.run.resolve import resolve_retrievers
 
