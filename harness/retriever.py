@@ -106,6 +106,8 @@ class Retriever(ABC):
         regime: "zero-shot", "trained" (``fit`` is called with the train split first),
             or "llm-at-query-time".
         batch_size: how many queries ``search`` receives at once by default.
+        reranks: whether ``search`` honours ``top_ranked`` (scores only the given candidates);
+            the harness refuses to hand ``top_ranked`` to a retriever that does not.
         Options: the parameters (a :class:`harness.Options` model); the constructor validates
             its keyword arguments against it into ``self.options``.
     """
@@ -114,6 +116,7 @@ class Retriever(ABC):
     version: ClassVar[str] = "0"
     regime: ClassVar[Regime] = "zero-shot"
     batch_size: ClassVar[int] = 64
+    reranks: ClassVar[bool] = False
     Options: ClassVar[type[Options]] = Options
 
     def __init__(self, **params: Any) -> None:
@@ -136,8 +139,8 @@ class Retriever(ABC):
         """Return, for each query in order, at most ``k`` candidate ids with scores, best first.
 
         ``top_ranked``, when given, holds a ranking per query to reorder instead of searching
-        every candidate (mteb's convention); a retriever that cannot rerank may ignore it only
-        by raising :class:`harness.HarnessError`.
+        every candidate (mteb's convention). Only retrievers with ``reranks = True`` receive it;
+        the others may ignore the argument.
         """
 
     def usage(self) -> dict[str, Any]:
@@ -157,6 +160,8 @@ class Reranker(Retriever):
     by the runner: valid, sorted, candidates only), unless ``top_ranked`` supplies them. If you
     override ``build``, call ``super().build(skb, context)`` first.
     """
+
+    reranks = True
 
     class Options(Options):
         first_stage: str = Field(description="the retriever whose results are reranked (registry entry or plugin)")

@@ -207,3 +207,47 @@ def test_the_contract_kit_runs_a_composite(tmp_path: Path) -> None:
 def test_the_contract_kit_catches_a_broken_retriever(tmp_path: Path) -> None:
     with pytest.raises(AssertionError, match="clean the rankings"):
         check_retriever(Outsider, {}, tmp_path)
+
+
+class Passer(Retriever):
+    """Hands its own candidates to what it uses as ``top_ranked``."""
+
+    name = "passer"
+
+    class Options(harness.Options):
+        inner: str
+
+    def uses(self) -> list[str]:
+        return [self.options.inner]
+
+    def build(self, skb: harness.SKB, context: BuildContext) -> None:
+        self.inner = context.retriever(self.options.inner)
+        self.ids = skb.candidate_ids
+
+    def search(self, queries: Sequence[Query], k: int, top_ranked: Sequence[Ranking] | None = None) -> list[Ranking]:
+        given = [Ranking(self.ids[:k], np.arange(k, 0, -1, dtype=float)) for _ in queries]
+        return self.inner.search(queries, k, given)
+
+
+def test_top_ranked_reaches_only_retrievers_that_rerank(tmp_path: Path) -> None:
+    manager = plugin_manager(Plugin(), _single(Passer))
+    refused = Registry(retrievers={"p": RetrieverEntry(plugin="passer", params={"inner": "counted"})})
+    with pytest.raises(HarnessError, match="'counted' searches every candidate; it cannot rerank given ones"):
+        run(manager, refused, "p", tmp_path)
+    reranked = Registry(
+        retrievers={
+            "p": RetrieverEntry(plugin="passer", params={"inner": "rr"}),
+            "rr": RetrieverEntry(plugin="first-only", params={"first_stage": "outsider"}),
+        }
+    )
+    outcome = run(manager, reranked, "p", tmp_path)
+    assert outcome.row.num_queries == 6 and [u.name for u in outcome.row.uses] == ["rr", "outsider"]
+
+
+def _single(cls: type[Retriever]) -> object:
+    class One:
+        @harness.hookimpl
+        def register_retrievers(self, register: Any) -> None:
+            register(cls)
+
+    return One()

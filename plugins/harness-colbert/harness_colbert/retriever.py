@@ -42,7 +42,7 @@ class ColBERTRetriever(harness.Retriever):
     version = "1"
     batch_size = 32
 
-    class Options(harness.Options):
+    class Options(harness.DocumentOptions):
         checkpoint: str = Field(
             "colbertv2.0",
             description="a ColBERT checkpoint directory, 'colbertv2.0' (the official weights, downloaded once "
@@ -54,7 +54,6 @@ class ColBERTRetriever(harness.Retriever):
         doc_maxlen: int = Field(180, ge=8, description="tokens kept per document (colbert-ai's default)")
         query_maxlen: int = Field(32, ge=4, description="tokens kept per query (colbert-ai's default)")
         kmeans_niters: int = Field(4, ge=0, description="k-means iterations for the centroids")
-        with_relations: bool = Field(False, description="index documents with their relations linearized (STaRK: no)")
         compact: bool = Field(True, description="documents in STaRK's compact one-line form (STaRK: yes)")
 
     options: Options
@@ -182,8 +181,6 @@ class ColBERTRetriever(harness.Retriever):
     def search(
         self, queries: Sequence[harness.Query], k: int, top_ranked: Sequence[harness.Ranking] | None = None
     ) -> list[harness.Ranking]:
-        if top_ranked is not None:
-            raise harness.HarnessError("colbertv2: searches its whole index; it cannot rerank given candidates")
         if self._searcher is None or self._ids is None:
             raise harness.HarnessError("colbertv2: search() before build()")
         depth = min(k, len(self._ids))

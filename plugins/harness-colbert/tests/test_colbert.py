@@ -1,5 +1,6 @@
 """ColBERTv2 through colbert-ai: real indexing and search with a checkpoint built from MiniLM,
-the index cache, the official-weights download path (against a local HTTP server)."""
+the index cache, the official-weights download path (against a local HTTP server), the
+parameters, the presets and the retriever contract."""
 
 from __future__ import annotations
 
@@ -9,29 +10,33 @@ import tarfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
-from helpers import debian_slice
+from helpers import debian_slice, tiny_skb
 
-from harness.errors import HarnessError
-from harness.queries import Query
-from harness.retriever import BuildContext
-from harness.skb import SKB
-
-pytest.importorskip("colbert", reason="pip install stark-harness-colbert")
+import harness
+import harness_colbert
+from harness import SKB, BuildContext, HarnessError, Query, QuerySet
+from harness.run import load_registry, resolve
+from harness.testing import check_retriever, plugin_manager
 from harness_colbert import ColBERTRetriever
 from harness_colbert.checkpoint import build_minilm_checkpoint, resolve_checkpoint
+
+pytest.importorskip("colbert", reason="pip install stark-harness-colbert")
+
+SLICE = (40, 1500)  # 1,500 real Debian packages: enough for colbert-ai's k-means, quick to encode
+SMALL = {"checkpoint": "minilm-untrained", "doc_maxlen": 48, "query_maxlen": 32}
 
 
 @pytest.fixture(scope="module")
 def slice_skb() -> SKB:
-    """1,500 real Debian packages: enough for colbert-ai's k-means, quick to encode."""
-    return debian_slice(40, 1500)
+    return debian_slice(*SLICE)
 
 
 def _retriever() -> ColBERTRetriever:
-    return ColBERTRetriever(checkpoint="minilm-untrained", doc_maxlen=48, query_maxlen=32)
+    return ColBERTRetriever(**SMALL)
 
 
 def test_index_and_search_with_colbert_ai(
@@ -76,7 +81,7 @@ def test_second_build_reuses_the_index(slice_skb: SKB, session_cache: Path, monk
 def test_damaged_index_is_rebuilt_with_a_warning(
     slice_skb: SKB, session_cache: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    from harness.io import verify_manifest
+    from harness.io import verify_manifest  # (not plugin API: what tells a damaged entry apart)
 
     first = _retriever()
     first.build(slice_skb, BuildContext(cache_dir=session_cache))
@@ -99,8 +104,6 @@ def test_damaged_index_is_rebuilt_with_a_warning(
 
 
 def test_too_few_documents_is_one_clear_error(tmp_path: Path) -> None:
-    from helpers import tiny_skb
-
     with pytest.raises(HarnessError, match="too few for colbert-ai's k-means"):
         _retriever().build(tiny_skb(), BuildContext(cache_dir=tmp_path))
     assert not list((tmp_path / "colbert" / "indexes").glob("tiny-*")), "a failed index must not be kept"
@@ -158,5 +161,46 @@ def test_bad_checkpoint_names_are_refused(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(HarnessError, match="not a checkpoint directory"):
         resolve_checkpoint(str(tmp_path / "empty"), tmp_path)
-    with pytest.raises(HarnessError, match="nbits"):
-        ColBERTRetriever(nbits=3)
+
+
+def test_bad_parameters_are_one_error_naming_each() -> None:
+    with pytest.raises(HarnessError, match="retriever 'colbertv2': bad parameters") as raised:
+        ColBERTRetriever(nbits=3, doc_maxlen=4, colour="red")
+    assert all(f"{name}:" in str(raised.value) for name in ("nbits", "doc_maxlen", "colour")), raised.value
+
+
+@pytest.mark.parametrize("preset", ["colbertv2", "colbert-minilm"])
+def test_a_presets_row_records_every_option(preset: str) -> None:
+    manager = plugin_manager(harness_colbert)
+    registry = load_registry(plugins=manager)
+    assert not registry.problems
+    recorded = resolve(registry, manager, preset, "tiny", "test", 3, ["hit@1"]).main.info.params
+    assert set(recorded) == set(ColBERTRetriever.Options.model_fields)
+    assert recorded == {**ColBERTRetriever().params, **registry.retrievers[preset].params}
+    assert recorded["compact"] is True and recorded["with_relations"] is False  # STaRK's documents
+
+
+class DebianSlice(harness.Dataset):
+    """300 packages (what colbert-ai's k-means needs, quick enough to index twice), with queries
+    made of documents' opening words (each finds its document)."""
+
+    name = "debian-slice"
+
+    def load_skb(self) -> SKB:
+        return debian_slice(40, 300)
+
+    def load_queries(self) -> QuerySet:
+        skb = self.load_skb()
+        queries = [Query(n, skb.document(n, compact=True)[:80], (n,)) for n in (3, 120, 299)]
+        return QuerySet(self.name, {"test": queries})
+
+
+class SlicePlugin:
+    @harness.hookimpl
+    def register_datasets(self, register: Any) -> None:
+        register(DebianSlice)
+
+
+def test_colbert_keeps_the_retriever_contract(tmp_path: Path) -> None:
+    rankings = check_retriever(ColBERTRetriever, SMALL, tmp_path, k=5, plugins=[SlicePlugin()], dataset="debian-slice")
+    assert [r["ids"][0] for r in rankings] == [r["qid"] for r in rankings]  # as in the test above

@@ -19,6 +19,7 @@ class HybridRetriever(harness.Retriever):
     name = "hybrid"
     version = "1"
     batch_size = 16
+    reranks = True  # hands top_ranked to every retriever it fuses (each must rerank)
 
     class Options(harness.Options):
         retrievers: list[str] = Field(description="the retrievers to fuse (registry entries or plugins), two or more")

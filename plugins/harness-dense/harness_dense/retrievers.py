@@ -20,7 +20,7 @@ API_DEFAULTS: dict[str, Any] = {"concurrency": 4, "timeout": 60.0, "backoff": 1.
 API_ONLY = ("base_url", "dimensions", *API_DEFAULTS)
 
 
-class EncoderOptions(harness.Options):
+class EncoderOptions(harness.DocumentOptions):
     """The parameters of everything that embeds documents (``dense``, ``multi-vector``)."""
 
     model: str = Field(
@@ -35,8 +35,6 @@ class EncoderOptions(harness.Options):
     )
     query_prefix: str = Field("", description='text put before each query ("query: " for E5); local models only')
     document_prefix: str = Field("", description='text put before each document ("passage: "); local models only')
-    with_relations: bool = Field(False, description="embed documents with their relations linearized")
-    compact: bool = Field(False, description="embed the compact variant of each document")
     encode_batch_size: int = Field(64, gt=0, description="texts per forward pass of a local model")
     max_length: int | None = Field(
         None, gt=0, description="tokens of each text a local model reads (null: the model's own limit)"
@@ -102,6 +100,7 @@ class _Encoded(harness.Retriever):
     reranking of given candidates (``top_ranked``)."""
 
     batch_size = 64
+    reranks = True  # with top_ranked, only the given candidates are scored
     Options = EncoderOptions
     options: EncoderOptions
 

