@@ -1,34 +1,59 @@
-"""LLMs for stark-harness: provider plugins and LLM rerankers.
+"""LLMs for stark-harness: the LLM interface, provider plugins and LLM rerankers.
 
-Providers (``register_llms``): ``openai`` (official SDK; ``base_url`` for any
-OpenAI-compatible server), ``anthropic`` (official SDK) and ``local`` (a GGUF file or model
-directory in this process, through transformers). All share an on-disk response cache,
-retries with backoff and bounded concurrency (``harness_llm.base``). ``harness-llm-serve``
-puts a local model behind an OpenAI-compatible HTTP server.
+Offers other plugins the ``register_llms`` hook and the interface (``LLM``, ``Message``,
+``Completion``, ``get_llm``; ``harness_llm.options.UsesLLM``, the shared parameters of
+components that ask an LLM).
 
-Retrievers (``register_retrievers``): ``llm-reranker`` (STaRK's pointwise reranker, or
-listwise).
+Providers: ``openai`` (official SDK; ``base_url`` for any OpenAI-compatible server),
+``anthropic`` (official SDK) and ``local`` (a GGUF file or model directory in this process,
+through transformers). All share an on-disk response cache, retries with backoff and bounded
+concurrency (``harness_llm.base``). ``harness-llm-serve`` puts a local model behind an
+OpenAI-compatible HTTP server.
+
+Retrievers: ``llm-reranker`` (STaRK's pointwise reranker, or listwise). Presets: three
+rerankers over BM25 (``presets.yaml``).
+
+This module is the entry point: it imports only the interface (``harness_llm.api``: the
+standard library, needed to add the hook); providers, the reranker and pydantic models load when
+their hooks are called.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from harness.plugins.hookspecs import hookimpl
-from harness_llm.local import LocalLLM
-from harness_llm.providers import AnthropicLLM, OpenAILLM
-from harness_llm.rerank import LLMReranker
+import harness
+from harness_llm.api import LLM, Completion, Message, get_llm, llm_class, messages_of
 
-__all__ = ["AnthropicLLM", "LLMReranker", "LocalLLM", "OpenAILLM"]
+__all__ = ["LLM", "Completion", "Message", "get_llm", "llm_class", "messages_of"]
 
 
-@hookimpl
+@harness.hookimpl
+def add_hookspecs(manager: Any) -> None:
+    from harness_llm import hookspecs
+
+    manager.add_hookspecs(hookspecs)
+    manager.add_component_kind("register_llms", LLM, "llm")
+
+
+@harness.hookimpl
 def register_llms(register: Any) -> None:
+    from harness_llm.local import LocalLLM
+    from harness_llm.providers import AnthropicLLM, OpenAILLM
+
     register(OpenAILLM)
     register(AnthropicLLM)
     register(LocalLLM)
 
 
-@hookimpl
+@harness.hookimpl
 def register_retrievers(register: Any) -> None:
+    from harness_llm.rerank import LLMReranker
+
     register(LLMReranker)
+
+
+@harness.hookimpl
+def register_presets(register: Any) -> None:
+    register(Path(__file__).with_name("presets.yaml"))

@@ -11,13 +11,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Literal, Self
-
-from pydantic import AfterValidator, Field, model_validator
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import harness
 
-__all__ = ["LLM", "Completion", "LLMSpec", "Message", "UsesLLM", "get_llm", "llm_class", "messages_of"]
+if TYPE_CHECKING:
+    from harness import Options
+
+__all__ = ["LLM", "Completion", "Message", "get_llm", "llm_class", "messages_of", "options_of", "split_spec"]
 
 
 @dataclass(frozen=True)
@@ -43,16 +44,10 @@ def messages_of(prompt: str | Sequence[Message]) -> list[Message]:
     return [Message("user", prompt)] if isinstance(prompt, str) else list(prompt)
 
 
-def _parse(options: type[harness.Options], params: dict[str, Any], what: str) -> harness.Options:
-    # The core's own parameter validation, so errors read the same as a retriever's.
-    from harness.options import parse_options
-
-    return parse_options(options, params, what)
-
-
 class LLM(ABC):
     """Base class for LLM providers. Subclass, set ``name`` (the provider, e.g. "openai"),
-    declare ``Options``, implement ``complete``.
+    declare ``Options`` (a :class:`harness.Options` model) if it takes parameters, implement
+    ``complete``.
 
     ``model`` is the part of ``provider:model`` after the colon; every other constructor
     keyword argument is validated against ``Options`` into ``self.options``. Keys come from
@@ -61,11 +56,13 @@ class LLM(ABC):
 
     name: ClassVar[str]
     version: ClassVar[str] = "0"
-    Options: ClassVar[type[harness.Options]] = harness.Options
+    # None rather than harness.Options: this module loads at every start-up (the hook it
+    # adds needs this class), and must not import pydantic then
+    Options: ClassVar[type[Options] | None] = None
 
     def __init__(self, model: str, **params: Any) -> None:
         self.model = model
-        self.options = _parse(type(self).Options, params, f"llm {getattr(self, 'name', '?')!r}")
+        self.options = harness.parse_options(options_of(type(self)), params, f"llm {getattr(self, 'name', '?')!r}")
 
     @property
     def params(self) -> dict[str, Any]:
@@ -92,23 +89,17 @@ class LLM(ABC):
         return {}
 
 
-def _split(spec: str) -> tuple[str, str]:
+def options_of(component: type[Any]) -> type[Options]:
+    """A provider's parameters model; ``harness.Options`` (no parameters) if it declares none."""
+    return getattr(component, "Options", None) or harness.Options
+
+
+def split_spec(spec: str) -> tuple[str, str]:
+    """``provider:model`` → ``(provider, model)``, or a :class:`harness.HarnessError`."""
     provider, sep, model = spec.partition(":")
     if not sep or not provider or not model:
         raise harness.HarnessError(f"LLM {spec!r}: write it as provider:model, e.g. openai:gpt-4o-mini")
     return provider, model
-
-
-def _check_spec(spec: str) -> str:
-    try:
-        _split(spec)
-    except harness.HarnessError as exc:
-        raise ValueError(str(exc)) from None  # pydantic reports it among the other problems
-    return spec
-
-
-#: ``provider:model``, checked for its form wherever a component declares one.
-LLMSpec = Annotated[str, AfterValidator(_check_spec)]
 
 
 def llm_class(provider: str) -> type[LLM]:
@@ -121,23 +112,5 @@ def llm_class(provider: str) -> type[LLM]:
 
 def get_llm(spec: str, **params: Any) -> LLM:
     """The LLM for ``provider:model`` (e.g. ``openai:gpt-4o-mini``, ``local:/models/x.gguf``)."""
-    provider, model = _split(spec)
+    provider, model = split_spec(spec)
     return llm_class(provider)(model, **params)
-
-
-class UsesLLM(harness.Options):
-    """Parameters of a component that asks an LLM. ``llm_params`` are checked against the
-    provider's ``Options`` and replaced by all of them, defaults filled in, so rows record
-    what ran and a typo fails before anything is built."""
-
-    llm: LLMSpec = Field(description="provider:model, e.g. openai:gpt-4o-mini or local:/path/model.gguf")
-    llm_params: dict[str, Any] = Field(
-        default_factory=dict, description="the provider's parameters (base_url, concurrency, timeout, …)"
-    )
-
-    @model_validator(mode="after")
-    def _resolve_llm_params(self) -> Self:
-        provider, _ = _split(self.llm)
-        options = llm_class(provider).Options
-        self.llm_params = _parse(options, self.llm_params, f"llm {self.llm!r}").model_dump(mode="json")
-        return self

@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError
-from harness.io import cache_root, discard_entry, exclusive, stable_hash, write_json
-from harness.llm import LLM, Completion, Message, messages_of
-from harness.retry import Retryable, RetryPolicy
+from pydantic import Field
+
+import harness
+from harness import HarnessError, Retryable, RetryPolicy, cache_root, discard_entry, exclusive, stable_hash, write_json
+from harness_llm.api import LLM, Completion, Message, messages_of
 
 __all__ = ["Attempt", "ResilientLLM", "Retryable"]
 
@@ -52,27 +53,19 @@ class Attempt:
 
 
 class ResilientLLM(LLM):
-    """An LLM with caching, retries and concurrency; subclasses implement ``_call`` only.
+    """An LLM with caching, retries and concurrency; subclasses implement ``_call`` only."""
 
-    Parameters (besides ``model``): ``concurrency`` (requests in flight), ``retries``,
-    ``backoff`` (seconds before the first retry, doubled each time), ``timeout`` (seconds),
-    ``cache`` (false to disable the response cache).
-    """
+    class Options(harness.Options):
+        concurrency: int = Field(4, ge=1, description="requests in flight at once")
+        retries: int = Field(5, ge=0, description="retries of a transient fault before giving up")
+        backoff: float = Field(1.0, ge=0, description="seconds before the first retry, doubled each time")
+        timeout: float = Field(60.0, gt=0, description="seconds to wait for one answer")
+        cache: bool = Field(True, description="keep answers in the on-disk response cache")
 
-    def __init__(
-        self,
-        model: str,
-        concurrency: int = 4,
-        retries: int = 5,
-        backoff: float = 1.0,
-        timeout: float = 60.0,
-        cache: bool = True,
-        **params: Any,
-    ) -> None:
-        if concurrency < 1 or retries < 0 or backoff < 0 or timeout <= 0:
-            raise HarnessError(f"{self.name}: need concurrency ≥ 1, retries ≥ 0, backoff ≥ 0, timeout > 0")
-        super().__init__(model, concurrency=concurrency, retries=retries, backoff=backoff, timeout=timeout, **params)
-        self._use_cache = cache
+    options: Options
+
+    def __init__(self, model: str, **params: Any) -> None:
+        super().__init__(model, **params)
         self._lock = threading.Lock()
         self._usage = {"calls": 0, "cached": 0, "retries": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
 
@@ -118,7 +111,7 @@ class ResilientLLM(LLM):
     def complete(self, prompt: str | Sequence[Message], max_tokens: int = 256, temperature: float = 0.0) -> Completion:
         messages = messages_of(prompt)
         path = self._cache_path(messages, max_tokens, temperature)
-        if not self._use_cache:
+        if not self.options.cache:
             return self._ask(messages, max_tokens, temperature, path)
         cached = self._read_cache(path)
         if cached is None:
@@ -141,7 +134,7 @@ class ResilientLLM(LLM):
             time.perf_counter() - started,
             self._cost(attempt.input_tokens, attempt.output_tokens),
         )
-        if self._use_cache:
+        if self.options.cache:
             answer = {
                 "text": attempt.text,
                 "input_tokens": attempt.input_tokens,
@@ -155,13 +148,13 @@ class ResilientLLM(LLM):
     def complete_many(
         self, prompts: Sequence[str | Sequence[Message]], max_tokens: int = 256, temperature: float = 0.0
     ) -> list[Completion]:
-        if len(prompts) <= 1 or self.params["concurrency"] == 1:
+        if len(prompts) <= 1 or self.options.concurrency == 1:
             return super().complete_many(prompts, max_tokens, temperature)
-        with ThreadPoolExecutor(self.params["concurrency"]) as pool:
+        with ThreadPoolExecutor(self.options.concurrency) as pool:
             return list(pool.map(lambda p: self.complete(p, max_tokens, temperature), prompts))
 
     def _with_retries(self, messages: list[Message], max_tokens: int, temperature: float) -> Attempt:
-        policy = RetryPolicy(self.params["retries"], self.params["backoff"])
+        policy = RetryPolicy(self.options.retries, self.options.backoff)
 
         def count_retry(_attempt: int, _exc: Retryable) -> None:
             with self._lock:

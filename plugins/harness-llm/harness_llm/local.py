@@ -6,25 +6,34 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from harness.errors import HarnessError
-from harness.io import directory_digest, file_digest
-from harness.llm import Message
+from pydantic import Field
+
+from harness import HarnessError, directory_digest, file_digest
+from harness_llm.api import Message
 from harness_llm.base import Attempt, ResilientLLM
 
 __all__ = ["LocalLLM"]
 
 
 class LocalLLM(ResilientLLM):
-    """``local:/path/model.gguf`` or ``local:/path/model-dir``. ``device``: cpu or cuda."""
+    """``local:/path/model.gguf`` or ``local:/path/model-dir``."""
 
     name = "local"
 
-    def __init__(self, model: str, device: str = "cpu", **params: Any) -> None:
-        params.setdefault("concurrency", 1)
-        params.setdefault("retries", 0)
-        super().__init__(model, device=device, **params)
+    class Options(ResilientLLM.Options):
+        # one generation at a time, and nothing transient to retry in this process
+        concurrency: int = Field(1, ge=1, description="prompts answered at once (generation itself is serial)")
+        retries: int = Field(0, ge=0, description="retries of a failed generation")
+        device: Literal["cpu", "cuda"] | None = Field(
+            None, description="where the model runs; default: the run's --device (cpu outside a run)"
+        )
+
+    options: Options
+
+    def __init__(self, model: str, **params: Any) -> None:
+        super().__init__(model, **params)
         self._loaded: tuple[Any, Any] | None = None
         self._generate_lock = threading.Lock()
 
@@ -38,7 +47,11 @@ class LocalLLM(ResilientLLM):
             content = directory_digest(path)
         else:
             content = "missing"  # load() says so
-        return f"{path.name}:{content[:32]}:{self.params['device']}"
+        return f"{path.name}:{content[:32]}:{self.device}"
+
+    @property
+    def device(self) -> str:
+        return self.options.device or "cpu"
 
     def load(self) -> tuple[Any, Any]:
         if self._loaded is None:
@@ -55,7 +68,7 @@ class LocalLLM(ResilientLLM):
                 where = {"pretrained_model_name_or_path": str(path.parent), "gguf_file": path.name}
             tokenizer = AutoTokenizer.from_pretrained(**where)
             model = AutoModelForCausalLM.from_pretrained(**where, torch_dtype=torch.float32)
-            model.to(self.params["device"]).eval()
+            model.to(self.device).eval()
             self._loaded = (tokenizer, model)
         return self._loaded
 

@@ -7,14 +7,16 @@ completion (no choices, Anthropic's empty ``content``), is retried, never taken 
 from __future__ import annotations
 
 import os
-from typing import Any
+from abc import abstractmethod
+from typing import Any, ClassVar
 
-from harness.errors import HarnessError
-from harness.llm import Message
-from harness.retry import Retryable, classify, describe
+from pydantic import Field
+
+from harness import HarnessError, Retryable, classify_failure, describe_failure
+from harness_llm.api import Message
 from harness_llm.base import Attempt, ResilientLLM
 
-__all__ = ["AnthropicLLM", "OpenAILLM"]
+__all__ = ["AnthropicLLM", "HostedLLM", "OpenAILLM"]
 
 
 def _key(variable: str, provider: str, base_url: str | None) -> str:
@@ -26,30 +28,46 @@ def _key(variable: str, provider: str, base_url: str | None) -> str:
     raise HarnessError(f"{provider}: set {variable} in the environment (keys are never read from parameters)")
 
 
-class OpenAILLM(ResilientLLM):
-    """Chat completions through the ``openai`` SDK; ``base_url`` for vLLM, llama.cpp, … ."""
+class HostedLLM(ResilientLLM):
+    """A provider reached through its SDK's client, made on first use (the SDK is imported then)."""
 
-    name = "openai"
+    #: where requests go when no ``base_url`` is given
+    default_endpoint: ClassVar[str]
 
-    def __init__(self, model: str, base_url: str | None = None, **params: Any) -> None:
-        super().__init__(model, base_url=base_url, **params)
+    class Options(ResilientLLM.Options):
+        base_url: str | None = Field(None, description="another server speaking this API (a local one needs no key)")
+
+    options: Options
+
+    def __init__(self, model: str, **params: Any) -> None:
+        super().__init__(model, **params)
         self._client: Any = None
 
     def endpoint(self) -> str:
-        return self.params["base_url"] or "https://api.openai.com/v1"
+        return self.options.base_url or self.default_endpoint
 
     def client(self) -> Any:
         if self._client is None:
-            import openai
-
-            base_url = self.params["base_url"]
-            self._client = openai.OpenAI(
-                api_key=_key("OPENAI_API_KEY", "openai", base_url),
-                base_url=base_url,
-                timeout=self.params["timeout"],
-                max_retries=0,
-            )
+            self._client = self.make_client()
         return self._client
+
+    @abstractmethod
+    def make_client(self) -> Any:
+        """The SDK client, with the SDK's own retries off (``ResilientLLM`` retries)."""
+
+
+class OpenAILLM(HostedLLM):
+    """Chat completions through the ``openai`` SDK; ``base_url`` for vLLM, llama.cpp, … ."""
+
+    name = "openai"
+    default_endpoint = "https://api.openai.com/v1"
+
+    def make_client(self) -> Any:
+        import openai
+
+        base_url = self.options.base_url
+        key = _key("OPENAI_API_KEY", "openai", base_url)
+        return openai.OpenAI(api_key=key, base_url=base_url, timeout=self.options.timeout, max_retries=0)
 
     def _call(self, messages: list[Message], max_tokens: int, temperature: float) -> Attempt:
         try:
@@ -71,30 +89,19 @@ class OpenAILLM(ResilientLLM):
             raise Retryable(f"malformed response ({type(response).__name__}: {exc})") from None
 
 
-class AnthropicLLM(ResilientLLM):
+class AnthropicLLM(HostedLLM):
     """Messages through the ``anthropic`` SDK (system prompts go in ``system``)."""
 
     name = "anthropic"
+    default_endpoint = "https://api.anthropic.com"
 
-    def __init__(self, model: str, base_url: str | None = None, **params: Any) -> None:
-        super().__init__(model, base_url=base_url, **params)
-        self._client: Any = None
+    def make_client(self) -> Any:
+        import anthropic
 
-    def endpoint(self) -> str:
-        return self.params["base_url"] or "https://api.anthropic.com"
-
-    def client(self) -> Any:
-        if self._client is None:
-            import anthropic
-
-            base_url = self.params["base_url"]
-            self._client = anthropic.Anthropic(
-                api_key=_key("ANTHROPIC_API_KEY", "anthropic", None),
-                base_url=base_url,
-                timeout=self.params["timeout"],
-                max_retries=0,
-            )
-        return self._client
+        key = _key("ANTHROPIC_API_KEY", "anthropic", None)
+        return anthropic.Anthropic(
+            api_key=key, base_url=self.options.base_url, timeout=self.options.timeout, max_retries=0
+        )
 
     def _call(self, messages: list[Message], max_tokens: int, temperature: float) -> Attempt:
         system = "\n\n".join(m.content for m in messages if m.role == "system")
@@ -120,7 +127,7 @@ def _failure(label: str, exc: Exception) -> Exception:
     reading ``Retry-After``), otherwise one clear ``HarnessError``."""
     if isinstance(exc, HarnessError):
         return exc
-    retry = classify(exc)
+    retry = classify_failure(exc)
     if retry is not None:
         return retry
-    return HarnessError(f"{label}: {describe(exc)}")
+    return HarnessError(f"{label}: {describe_failure(exc)}")

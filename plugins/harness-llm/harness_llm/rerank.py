@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, Self
 
 import numpy as np
+from pydantic import Field, model_validator
 
-from harness.errors import HarnessError
-from harness.llm import LLM, Message, get_llm
-from harness.queries import Query
-from harness.retriever import BuildContext, Ranking, Reranker
-from harness.skb import SKB
+import harness
+from harness import SKB, BuildContext, HarnessError, Query, Ranking
+from harness_llm.api import LLM, Message, get_llm
+from harness_llm.options import LLMSpec, UsesLLM
 
 __all__ = ["LLMReranker", "parse_ranking", "parse_score"]
 
@@ -52,54 +52,52 @@ def parse_ranking(answer: str, count: int) -> list[int] | None:
     return order or None
 
 
-class LLMReranker(Reranker):
-    """Rerank a first stage's top candidates with an LLM.
-
-    Parameters:
-        llm: ``provider:model`` (``openai:gpt-4o-mini``, ``anthropic:claude-3-5-haiku-20241022``,
-            ``local:/path/model.gguf``); ``llm_params``: the provider's parameters
-            (``base_url``, ``concurrency``, ``timeout``, …).
-        mode: "pointwise" (STaRK) or "listwise".
-        first_stage_weight: weight of the first-stage rank in the pointwise score.
-        doc_chars: characters of each document shown to the LLM (documents include relations).
-        max_tokens: the answer budget (pointwise: a number; listwise: a list).
-    """
+class LLMReranker(harness.Reranker):
+    """Rerank a first stage's top candidates with an LLM (STaRK's reranker, or listwise)."""
 
     name = "llm-reranker"
     version = "1"
     regime = "llm-at-query-time"
     batch_size = 4
 
-    def __init__(
-        self,
-        llm: str = "openai:gpt-4o-mini",
-        llm_params: dict[str, Any] | None = None,
-        mode: str = "pointwise",
-        first_stage_weight: float = 0.1,
-        doc_chars: int = 2000,
-        max_tokens: int | None = None,
-    ) -> None:
-        if mode not in ("pointwise", "listwise"):
-            raise HarnessError(f"llm-reranker: mode must be 'pointwise' or 'listwise', not {mode!r}")
-        if ":" not in llm:
-            raise HarnessError(f"llm-reranker: llm {llm!r} must read provider:model")
-        super().__init__(
-            llm=llm,
-            llm_params=dict(llm_params or {}),
-            mode=mode,
-            first_stage_weight=first_stage_weight,
-            doc_chars=doc_chars,
-            max_tokens=max_tokens or (8 if mode == "pointwise" else 64),
+    class Options(harness.Reranker.Options, UsesLLM):
+        llm: LLMSpec = Field(
+            "openai:gpt-4o-mini",
+            description="provider:model, e.g. openai:gpt-4o-mini, anthropic:claude-3-5-haiku-20241022, "
+            "local:/path/model.gguf",
         )
+        mode: Literal["pointwise", "listwise"] = Field(
+            "pointwise", description="pointwise: a 0-1 score per candidate (STaRK); listwise: one ordering of all"
+        )
+        first_stage_weight: float = Field(
+            0.1, ge=0, description="weight of the first-stage rank in the pointwise score (STaRK's sim_weight)"
+        )
+        doc_chars: int = Field(2000, gt=0, description="characters of each document (with relations) shown")
+        max_tokens: int | None = Field(
+            None, gt=0, description="the answer budget; default 8 pointwise (a number), 64 listwise (a list)"
+        )
+
+        @model_validator(mode="after")
+        def _derive_max_tokens(self) -> Self:
+            # resolved here, not at use, so the row records (and hashes) the budget that runs
+            if self.max_tokens is None:
+                self.max_tokens = 8 if self.mode == "pointwise" else 64
+            return self
+
+    options: Options
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
         self._llm: LLM | None = None
         self._skb: SKB | None = None
         self._malformed = 0
 
     def build(self, skb: SKB, context: BuildContext) -> None:
-        params = dict(self.params["llm_params"])
-        if self.params["llm"].startswith("local:"):
-            params.setdefault("device", context.device)
-        self._llm = get_llm(self.params["llm"], **params)
+        super().build(skb, context)
+        params = dict(self.options.llm_params)
+        if "device" in params and params["device"] is None:  # a local model runs where the run does
+            params["device"] = context.device
+        self._llm = get_llm(self.options.llm, **params)
         self._skb = skb
 
     def usage(self) -> dict[str, Any]:
@@ -108,15 +106,15 @@ class LLMReranker(Reranker):
     def _document(self, node: int) -> str:
         assert self._skb is not None
         text = self._skb.document(int(node), with_relations=True)
-        limit = self.params["doc_chars"]
+        limit = self.options.doc_chars
         return text if len(text) <= limit else text[:limit] + " …"
 
     def rerank(self, queries: Sequence[Query], candidates: Sequence[Ranking], k: int) -> list[Ranking]:
         if self._llm is None or self._skb is None:
             raise HarnessError("llm-reranker: rerank() before build()")
-        if self.params["mode"] == "listwise":
-            return [self._listwise(q, c, k) for q, c in zip(queries, candidates, strict=True)]
-        return [self._pointwise(q, c, k) for q, c in zip(queries, candidates, strict=True)]
+        one = self._listwise if self.options.mode == "listwise" else self._pointwise
+        # a query without candidates costs no prompt
+        return [one(q, c, k) if len(c.ids) else c for q, c in zip(queries, candidates, strict=True)]
 
     # -- pointwise -----------------------------------------------------------------------
     def _prompt(self, query: Query, node: int) -> list[Message]:
@@ -142,19 +140,19 @@ class LLMReranker(Reranker):
         assert self._llm is not None
         ids = candidates.ids
         prompts = [self._prompt(query, node) for node in ids]
-        answers = self._llm.complete_many(prompts, max_tokens=self.params["max_tokens"])
+        answers = self._llm.complete_many(prompts, max_tokens=self.options.max_tokens)
         scores = [parse_score(a.text) for a in answers]
         retry = [i for i, s in enumerate(scores) if s is None]
         if retry:
             reminder = Message("user", "Only a number from 0 to 1, please.")
             again = [[*prompts[i], Message("assistant", answers[i].text), reminder] for i in retry]
-            second = self._llm.complete_many(again, max_tokens=self.params["max_tokens"])
+            second = self._llm.complete_many(again, max_tokens=self.options.max_tokens)
             for i, answer in zip(retry, second, strict=True):
                 scores[i] = parse_score(answer.text)
         self._malformed += sum(s is None for s in scores)
         v = len(ids)
         final = np.array(
-            [(s or 0.0) + self.params["first_stage_weight"] * (v - rank) / v for rank, s in enumerate(scores)]
+            [(s or 0.0) + self.options.first_stage_weight * (v - rank) / v for rank, s in enumerate(scores)]
         )
         order = np.argsort(-final, kind="stable")[:k]
         return Ranking(ids[order], final[order])
@@ -173,11 +171,11 @@ class LLMReranker(Reranker):
                 "separated by '>', for example: 3 > 1 > 2",
             ),
         ]
-        answer = self._llm.complete(prompt, max_tokens=self.params["max_tokens"])
+        answer = self._llm.complete(prompt, max_tokens=self.options.max_tokens)
         order = parse_ranking(answer.text, len(ids))
         if order is None:
             again = [*prompt, Message("assistant", answer.text), Message("user", "Only the numbers, like 3 > 1 > 2.")]
-            order = parse_ranking(self._llm.complete(again, max_tokens=self.params["max_tokens"]).text, len(ids))
+            order = parse_ranking(self._llm.complete(again, max_tokens=self.options.max_tokens).text, len(ids))
         if order is None:
             self._malformed += 1
             order = []

@@ -16,8 +16,8 @@ import time
 import uuid
 from typing import Any
 
-from harness.errors import HarnessError
-from harness.llm import Message
+from harness import HarnessError
+from harness_llm.api import Message
 from harness_llm.local import LocalLLM
 
 __all__ = ["main", "make_server"]

@@ -10,22 +10,26 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import threading
 import time
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, Self
 
 import numpy as np
 import pytest
-from helpers import JSONHandler, serve
+from helpers import JSONHandler, OverlapRetriever, serve
+from pydantic import model_validator
 
-from harness.errors import HarnessError
-from harness.llm import Message, get_llm
-from harness.queries import Query
-from harness.retriever import BuildContext, Ranking
-from harness_llm import AnthropicLLM, LLMReranker, OpenAILLM
-from harness_llm.rerank import parse_ranking, parse_score
+import harness
+from harness import BuildContext, HarnessError, Query, Ranking, Retriever
+from harness.testing import check_retriever, run_retriever
+from harness_llm import LLM, Completion, Message, get_llm, messages_of
+from harness_llm.providers import AnthropicLLM, OpenAILLM
+from harness_llm.rerank import LLMReranker, parse_ranking, parse_score
+from harness_llm.testing import provider_plugin
 
 KEY = "sk-ant-test-secret-0123456789"
 
@@ -38,20 +42,47 @@ def test_scores_and_rankings_are_parsed_robustly() -> None:
     assert parse_ranking("[2] then [1]", 4) == [1, 0] and parse_ranking("none", 3) is None
 
 
-def test_llm_specs_are_checked() -> None:
+def test_llm_specs_and_parameters_are_checked() -> None:
     with pytest.raises(HarnessError, match="provider:model"):
         get_llm("gpt-4o")
     with pytest.raises(HarnessError, match="unknown llm 'nope'"):
         get_llm("nope:model")
-    with pytest.raises(HarnessError, match="mode"):
-        LLMReranker(mode="pairwise")
+    with pytest.raises(HarnessError, match="mode: Input should be 'pointwise' or 'listwise'"):
+        LLMReranker(first_stage="bm25", mode="pairwise")
+    with pytest.raises(HarnessError, match="bad parameters: llm: LLM 'gpt-4o': write it as provider:model"):
+        LLMReranker(first_stage="bm25", llm="gpt-4o")
+    # the provider's parameters are checked when the reranker is made, not when it first asks
+    with pytest.raises(HarnessError, match="llm 'openai:m': bad parameters: api_key: not a parameter"):
+        LLMReranker(first_stage="bm25", llm="openai:m", llm_params={"api_key": "sk-..."})
+    with pytest.raises(HarnessError, match="concurrency: Input should be greater than or equal to 1"):
+        OpenAILLM("gpt-4o-mini", concurrency=0)
+
+
+def test_the_plugin_offers_its_hook_its_providers_and_presets() -> None:
     from click.testing import CliRunner
 
     from harness.cli import cli
 
     listed = json.loads(CliRunner().invoke(cli, ["list", "--format", "json"]).stdout)
     assert {"openai", "anthropic", "local"} <= set(listed["llm_providers"])
-    assert listed["retrievers"]["bm25-gpt-4o-mini-rerank"]["first_stage"] == "bm25"
+    preset = listed["retrievers"]["bm25-gpt-4o-mini-rerank"]
+    assert preset["plugin"] == "llm-reranker" and preset["params"]["first_stage"] == "bm25"
+    hooks = json.loads(CliRunner().invoke(cli, ["plugins", "--hook", "register_llms"]).stdout)
+    assert "llm" in [plugin["name"] for plugin in hooks]
+
+
+def test_rows_record_the_provider_parameters_that_run() -> None:
+    reranker = LLMReranker(first_stage="bm25", llm="openai:gpt-4o-mini", llm_params={"timeout": 5})
+    assert reranker.params["llm_params"] == {
+        "concurrency": 4,
+        "retries": 5,
+        "backoff": 1.0,
+        "timeout": 5.0,
+        "cache": True,
+        "base_url": None,
+    }
+    local = LLMReranker(first_stage="bm25", llm="local:/models/m.gguf").params["llm_params"]
+    assert (local["concurrency"], local["retries"], local["device"]) == (1, 0, None)  # None: the run's device
 
 
 # -- fault-injecting servers speaking the providers' APIs ------------------------------------
@@ -232,15 +263,18 @@ def test_rerankers_over_bm25_with_smollm2(smollm2_server: str, session_cache: Pa
     dataset = DebianDataset()
     skb, queries = dataset.load_skb(), dataset.load_queries().split("test")[:2]
     first = BM25Retriever()
-    first.build(skb, BuildContext(cache_dir=session_cache))
+    context = BuildContext(cache_dir=session_cache, build_retriever=lambda name: first)
+    first.build(skb, context)
     candidates = first.search(queries, 3)
     # One request at a time: the local server answers one at a time, and queued requests
     # would otherwise wait out their timeout on a slow CPU.
     served = {"base_url": smollm2_server, "concurrency": 1, "timeout": 600}
     for mode in ("pointwise", "listwise"):
-        reranker = LLMReranker(llm="openai:smollm2", llm_params=served, mode=mode, doc_chars=300)
-        reranker.build(skb, BuildContext(cache_dir=session_cache))
-        reranked = reranker.rerank(queries, candidates, 3)
+        reranker = LLMReranker(
+            first_stage="bm25", candidates=3, llm="openai:smollm2", llm_params=served, mode=mode, doc_chars=300
+        )
+        reranker.build(skb, context)
+        reranked = reranker.search(queries, 3)  # the first stage's top 3, reranked
         for before, after in zip(candidates, reranked, strict=True):
             assert sorted(after.ids.tolist()) == sorted(before.ids.tolist())
             assert np.all(np.diff(after.scores) <= 0)
@@ -250,11 +284,9 @@ def test_rerankers_over_bm25_with_smollm2(smollm2_server: str, session_cache: Pa
         assert "malformed_answers" in usage
 
 
-def test_pointwise_scores_follow_the_llm(monkeypatch: pytest.MonkeyPatch, session_cache: Path) -> None:
+def test_pointwise_scores_follow_the_llm(plugins: Any, session_cache: Path) -> None:
     """The score is the LLM's number plus the first-stage tie-breaker; malformed answers count."""
     from helpers import tiny_skb
-
-    from harness.llm import LLM, Completion
 
     answers = {"red kettle": "0.2", "blue kettle": "0.9", "green teapot": "banana", "steel pan": "1"}
 
@@ -267,51 +299,44 @@ def test_pointwise_scores_follow_the_llm(monkeypatch: pytest.MonkeyPatch, sessio
             text = prompt[1].content
             return Completion(next(v for k, v in answers.items() if f"- product: {k}\n" in text), 10, 1, 0.0)
 
-    monkeypatch.setattr("harness_llm.rerank.get_llm", lambda spec, **params: Scripted("m"))
-    reranker = LLMReranker(llm="scripted:m")
-    reranker.build(tiny_skb(), BuildContext(cache_dir=session_cache))
+    plugins.register(provider_plugin(Scripted), "scripted-llm")
+    reranker = LLMReranker(first_stage="first", llm="scripted:m")
+    reranker.build(tiny_skb(), BuildContext(cache_dir=session_cache, build_retriever=lambda name: OverlapRetriever()))
     ranking = reranker.rerank([Query(1, "a kettle", (1,))], [Ranking(np.array([0, 1, 2, 3]), np.ones(4))], 4)[0]
     assert ranking.ids.tolist() == [3, 1, 0, 2]
     np.testing.assert_allclose(ranking.scores, [1 + 0.1 * 1 / 4, 0.9 + 0.1 * 3 / 4, 0.2 + 0.1, 0 + 0.1 * 2 / 4])
     assert reranker.usage()["malformed_answers"] == 1
 
 
-def test_a_reranker_run_records_the_llm_and_the_sample(
-    smollm2_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_reranker_run_records_the_llm_and_the_sample(smollm2_server: str, tmp_path: Path) -> None:
     from click.testing import CliRunner
 
     from harness.cli import cli
 
-    registry = (Path(__file__).parent.parent / "registry.yaml").read_text()
-    registry = registry.replace(
-        "\nretrievers:\n",
-        "\nretrievers:\n"
+    served = f"{{base_url: '{smollm2_server}', concurrency: 1, timeout: 600}}"
+    (tmp_path / "registry.yaml").write_text(
+        "retrievers:\n"
         "  smollm2-rerank:\n"
         "    plugin: llm-reranker\n"
-        "    first_stage: bm25\n"
-        "    candidates: 3\n"
-        f"    params: {{llm: 'openai:smollm2', llm_params: {{base_url: '{smollm2_server}', concurrency: 1, "
-        "timeout: 600}, doc_chars: 300}\n",
-        1,
+        "    params: {first_stage: bm25, candidates: 3, llm: 'openai:smollm2', doc_chars: 300,\n"
+        f"             llm_params: {served}}}\n"
     )
-    (tmp_path / "registry.yaml").write_text(registry)
-    result = CliRunner().invoke(
-        cli, ["run", "-r", "smollm2-rerank", "--sample", "0.02", "--format", "json"], catch_exceptions=False
-    )
+    args = ["run", "-r", "smollm2-rerank", "-d", "debian", "--sample", "0.02", "--format", "json"]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     row = json.loads(result.stdout)[0]["row"]
-    assert row["regime"] == "llm-at-query-time" and row["sample"] == 0.02
-    assert row["num_queries"] == 2 and row["first_stage"]["name"] == "bm25"
+    assert row["regime"] == "llm-at-query-time" and row["sample"] == 0.02 and row["num_queries"] == 2
+    assert row["uses"][0]["name"] == "bm25" and row["retriever"]["params"]["first_stage"] == "bm25"
+    assert row["retriever"]["params"]["max_tokens"] == 8 and row["retriever"]["params"]["llm_params"]["retries"] == 5
     assert row["usage"]["llm"] == "openai:smollm2" and row["usage"]["input_tokens"] > 0
 
 
 def test_synthesis_pipeline_with_smollm2(smollm2_server: str, tmp_path: Path) -> None:
     """All four stages against the real model: the output is a query set with its gold answers."""
     from harness_debian import DebianDataset
-    from harness_synthesis import RelationalRequirement
     from harness_synthesis.llm_stages import Filter, Fuse, TextualProperties
     from harness_synthesis.pipeline import run_pipeline, write_query_set
+    from harness_synthesis.relational import RelationalRequirement
 
     skb = DebianDataset().load_skb()
     common = {
@@ -340,8 +365,6 @@ def test_synthesis_pipeline_with_smollm2(smollm2_server: str, tmp_path: Path) ->
 def test_the_same_prompt_asked_at_once_is_answered_once(provider: type[FakeProvider]) -> None:
     """Two askers of one uncached prompt (threads here; processes take the same file lock):
     one asks the provider, the other waits for its answer in the cache."""
-    import threading
-
     llm = _providers(provider.url)[0]  # type: ignore[attr-defined]
     provider.log.clear()
     provider.faults.extend(["slow"])  # the first answer takes a while: the second asker must wait
@@ -353,3 +376,96 @@ def test_the_same_prompt_asked_at_once_is_answered_once(provider: type[FakeProvi
         thread.join()
     assert [a.text for a in answers] == ["0.75", "0.75"] and sum(a.cached for a in answers) == 1
     assert len([e for e in provider.log if e["fault"] == "ok"]) == 1
+
+
+# -- the reranker as a retriever: the contract, what rows record, one construction per run ---
+class Judge(LLM):
+    """A deterministic stand-in for a model: scores (and orders) by a digest of the prompt."""
+
+    name = "judge"
+
+    def complete(self, prompt: Any, max_tokens: int = 256, temperature: float = 0.0) -> Completion:
+        text = messages_of(prompt)[-1].content
+        digest = harness.stable_hash(text)
+        listed = re.search(r"Rank all (\d+) candidates", text)
+        if listed:
+            numbers = range(1, int(listed.group(1)) + 1)
+            answer = " > ".join(str(n) for n in sorted(numbers, key=lambda n: harness.stable_hash([digest, n])))
+        else:
+            answer = f"{int(digest[:2], 16) / 255:.2f}"
+        return Completion(answer, len(text.split()), len(answer.split()), 0.0)
+
+
+@pytest.mark.parametrize("mode", ["pointwise", "listwise"])
+def test_the_reranker_keeps_the_retriever_contract(plugins: Any, tmp_path: Path, mode: str) -> None:
+    plugins.register(provider_plugin(Judge), "judge-llm")
+    first = check_retriever(OverlapRetriever, {}, tmp_path / "first", k=4)
+    params = {"first_stage": "first", "candidates": 4, "llm": "judge:m", "mode": mode}
+    presets = {"first": {"plugin": "overlap"}}
+    reranked = check_retriever(
+        LLMReranker, params, tmp_path / "reranked", k=3, also=[OverlapRetriever], presets=presets
+    )
+    for before, after in zip(first, reranked, strict=True):
+        assert set(after["ids"]) <= set(before["ids"]), "a reranker returns only its first stage's candidates"
+        assert len(after["ids"]) == min(3, len(before["ids"]))
+
+
+@pytest.mark.slow
+def test_the_reranker_keeps_the_contract_with_a_real_local_model(tmp_path: Path) -> None:
+    """SmolLM2 in this process (the ``local`` provider, on the run's device), greedy: two fresh
+    runs rank the same."""
+    pytest.importorskip("gguf", reason="pip install 'stark-harness-llm[local]'")
+    params = {"first_stage": "overlap", "candidates": 2, "llm": f"local:{_smollm2()}", "doc_chars": 200}
+    check_retriever(LLMReranker, params, tmp_path, also=[OverlapRetriever])
+
+
+def _row(tmp_path: Path, reranker: type[LLMReranker], **params: Any) -> dict[str, Any]:
+    """The row of one run of ``reranker`` over the overlap retriever."""
+    params = {"first_stage": "overlap", "llm": "judge:m", **params}
+    return run_retriever(reranker, params, tmp_path, also=[CountedFirstStage]).row.model_dump(mode="json")
+
+
+def counted(retriever: type[Retriever]) -> type[Retriever]:
+    """``retriever`` under the same name, counting how many times it is constructed."""
+
+    class Counted(retriever):  # type: ignore[valid-type,misc]
+        made = 0
+
+        def __init__(self, **params: Any) -> None:
+            super().__init__(**params)
+            type(self).made += 1
+
+    return Counted
+
+
+CountedFirstStage, CountedReranker = counted(OverlapRetriever), counted(LLMReranker)
+
+
+class LaterReranker(LLMReranker):
+    """The same reranker in a release whose pointwise answers may take 16 tokens."""
+
+    class Options(LLMReranker.Options):
+        @model_validator(mode="after")
+        def _derive_max_tokens(self) -> Self:
+            if self.max_tokens is None:
+                self.max_tokens = 16 if self.mode == "pointwise" else 64
+            return self
+
+
+def test_rows_record_the_derived_answer_budget_and_each_run_constructs_once(plugins: Any, tmp_path: Path) -> None:
+    plugins.register(provider_plugin(Judge), "judge-llm")
+    default = _row(tmp_path / "default", CountedReranker)  # type: ignore[arg-type]
+    # one run constructs the reranker and its first stage once each
+    assert (CountedReranker.made, CountedFirstStage.made) == (1, 1)
+    assert default["retriever"]["params"]["max_tokens"] == 8 and default["uses"][0]["plugin"] == "overlap"
+
+    explicit = _row(tmp_path / "explicit", LLMReranker, max_tokens=8)
+    assert explicit["config_hash"] == default["config_hash"], "the same budget is the same configuration"
+
+    listwise = _row(tmp_path / "listwise", LLMReranker, mode="listwise")
+    assert listwise["retriever"]["params"]["max_tokens"] == 64
+    assert listwise["config_hash"] != default["config_hash"]
+
+    later = _row(tmp_path / "later", LaterReranker)  # the same parameters given, a new derived default
+    assert later["retriever"]["params"]["max_tokens"] == 16
+    assert later["config_hash"] != default["config_hash"], "a changed derived default must not reuse old results"

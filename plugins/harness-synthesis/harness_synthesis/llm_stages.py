@@ -18,10 +18,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from harness.errors import HarnessError
-from harness.llm import LLM, Message, get_llm
-from harness.skb import SKB
-from harness.synthesis import Draft, SynthesisStage
+from pydantic import Field
+
+from harness import SKB, HarnessError
+from harness_llm.api import LLM, Message, get_llm, llm_class, options_of, split_spec
+from harness_llm.options import LLMSpec, UsesLLM
+from harness_synthesis.stage import Draft, SynthesisStage
 
 __all__ = ["Filter", "Fuse", "TextualProperties", "parse_properties", "parse_yes_no"]
 
@@ -50,18 +52,26 @@ def _mentions(text: str, names: Sequence[str]) -> bool:
     return bool(text) and all(name.lower() in text.lower() for name in names)
 
 
-class _LLMStage(SynthesisStage):
-    def __init__(self, llm: str, llm_params: dict[str, Any] | None = None, role: str = "user", **params: Any) -> None:
-        if ":" not in llm:
-            raise HarnessError(f"{self.name}: llm {llm!r} must read provider:model")
-        super().__init__(llm=llm, llm_params=dict(llm_params or {}), role=role, **params)
+class LLMStage(SynthesisStage):
+    """A stage that asks an LLM; its options (``llm``, ``llm_params``, ``role``) are shared."""
+
+    class Options(UsesLLM):
+        role: str = Field("user", description="who asks: customer, researcher, doctor, Debian user, …")
+
+    options: Options
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
         self._llm: LLM | None = None
 
     def llm(self, spec: str | None = None) -> LLM:
-        if spec is not None and spec != self.params["llm"]:
-            return get_llm(spec, **self.params["llm_params"])
+        """The stage's LLM, or another (``spec``) with the same provider parameters, those its
+        provider has (a verifier of another provider takes no ``device`` from a local model)."""
+        if spec is not None and spec != self.options.llm:
+            accepted = options_of(llm_class(split_spec(spec)[0])).model_fields
+            return get_llm(spec, **{k: v for k, v in self.options.llm_params.items() if k in accepted})
         if self._llm is None:
-            self._llm = get_llm(self.params["llm"], **self.params["llm_params"])
+            self._llm = get_llm(self.options.llm, **self.options.llm_params)
         return self._llm
 
     @staticmethod
@@ -72,57 +82,53 @@ class _LLMStage(SynthesisStage):
             raise HarnessError(f"draft {draft.id}: no gold answer; run the relational stage first") from None
 
 
-class TextualProperties(_LLMStage):
-    """Stage 2. Parameters: llm, llm_params, role, properties (how many), doc_chars."""
+class TextualProperties(LLMStage):
+    """Stage 2: properties of the gold answer a user in ``role`` would ask for."""
 
     name = "textual"
     version = "1"
 
-    def __init__(
-        self,
-        llm: str,
-        llm_params: dict[str, Any] | None = None,
-        role: str = "user",
-        properties: int = 2,
-        doc_chars: int = 1500,
-    ) -> None:
-        super().__init__(llm, llm_params, role, properties=properties, doc_chars=doc_chars)
+    class Options(LLMStage.Options):
+        properties: int = Field(2, ge=1, description="properties to extract per draft")
+        doc_chars: int = Field(1500, gt=0, description="characters of the gold answer's document shown")
+
+    options: Options
 
     def run(self, skb: SKB, drafts: Sequence[Draft], seed: int) -> list[Draft]:
         out = []
         for draft in drafts:
             gold = self.gold(draft)
             kind, name = skb.node_type(gold), str(skb.names[gold])
-            document = skb.document(gold)[: self.params["doc_chars"]]
+            document = skb.document(gold)[: self.options.doc_chars]
             answer = self.llm().complete(
                 [
                     Message(
                         "system",
-                        f"You read a {kind} entry from a catalogue and note what a {self.params['role']} "
+                        f"You read a {kind} entry from a catalogue and note what a {self.options.role} "
                         "would look for in it.",
                     ),
                     Message(
                         "user",
-                        f"{document}\n\nList {self.params['properties']} short properties of this {kind} "
-                        f"(a few words each, taken from the text) that a {self.params['role']} might ask "
+                        f"{document}\n\nList {self.options.properties} short properties of this {kind} "
+                        f"(a few words each, taken from the text) that a {self.options.role} might ask "
                         "for. One per line. Do not use its name.",
                     ),
                 ],
                 max_tokens=80,
             )
-            properties = parse_properties(answer.text, self.params["properties"], exclude=name)
+            properties = parse_properties(answer.text, self.options.properties, exclude=name)
             if not properties:
                 continue  # nothing usable: the draft is dropped, as a failed extraction
             provenance = {
                 **draft.provenance,
-                self.name: {"role": self.params["role"], "properties": properties, "raw": answer.text},
+                self.name: {"role": self.options.role, "properties": properties, "raw": answer.text},
             }
             out.append(Draft(draft.id, draft.text, list(draft.answer_ids), provenance))
         return out
 
 
-class Fuse(_LLMStage):
-    """Stage 3. Parameters: llm, llm_params, role; ``rephrase_llm`` (default: the same LLM).
+class Fuse(LLMStage):
+    """Stage 3: one request combining the requirement and the properties, then rephrased.
 
     Provenance records both LLM answers and which text became the query ("rephrased", or
     "fused"/"template" when the LLM dropped a slot entity's name)."""
@@ -130,13 +136,13 @@ class Fuse(_LLMStage):
     name = "fuse"
     version = "2"
 
-    def __init__(
-        self, llm: str, llm_params: dict[str, Any] | None = None, role: str = "user", rephrase_llm: str | None = None
-    ) -> None:
-        super().__init__(llm, llm_params, role, rephrase_llm=rephrase_llm)
+    class Options(LLMStage.Options):
+        rephrase_llm: LLMSpec | None = Field(None, description="provider:model that rephrases (default: llm)")
+
+    options: Options
 
     def run(self, skb: SKB, drafts: Sequence[Draft], seed: int) -> list[Draft]:
-        out, role = [], self.params["role"]
+        out, role = [], self.options.role
         for draft in drafts:
             properties = draft.provenance.get("textual", {}).get("properties", [])
             fused = self.llm().complete(
@@ -151,7 +157,7 @@ class Fuse(_LLMStage):
                 max_tokens=80,
             )
             first = _clean_query(fused.text) or draft.text
-            rephrased = self.llm(self.params["rephrase_llm"]).complete(
+            rephrased = self.llm(self.options.rephrase_llm).complete(
                 [
                     Message(
                         "user",
@@ -174,41 +180,37 @@ class Fuse(_LLMStage):
         return out
 
 
-class Filter(_LLMStage):
-    """Stage 4. Parameters: llm (the first verifier), llm_params, ``verifiers`` (more LLM specs),
-    doc_chars, max_candidates (drafts with more candidates are dropped: too costly to verify)."""
+class Filter(LLMStage):
+    """Stage 4: every verifier (``llm`` first) judges every candidate; the answers are the gold
+    plus the candidates all accept."""
 
     name = "filter"
     version = "1"
 
-    def __init__(
-        self,
-        llm: str,
-        llm_params: dict[str, Any] | None = None,
-        role: str = "user",
-        verifiers: Sequence[str] = (),
-        doc_chars: int = 1000,
-        max_candidates: int = 50,
-    ) -> None:
-        super().__init__(
-            llm, llm_params, role, verifiers=list(verifiers), doc_chars=doc_chars, max_candidates=max_candidates
+    class Options(LLMStage.Options):
+        verifiers: list[LLMSpec] = Field(default_factory=list, description="more provider:model verifiers")
+        doc_chars: int = Field(1000, gt=0, description="characters of each candidate's document shown")
+        max_candidates: int = Field(
+            50, ge=1, description="drafts with more candidates are dropped (too costly to verify)"
         )
+
+    options: Options
 
     def _question(self, skb: SKB, node: int, properties: list[str]) -> list[Message]:
         """One question per candidate, asked of every verifier."""
         return [
             Message(
                 "user",
-                f"{skb.document(node)[: self.params['doc_chars']]}\n\nDoes this {skb.node_type(node)} have all of "
+                f"{skb.document(node)[: self.options.doc_chars]}\n\nDoes this {skb.node_type(node)} have all of "
                 f"these properties: {'; '.join(properties)}? Answer yes or no.",
             )
         ]
 
     def run(self, skb: SKB, drafts: Sequence[Draft], seed: int) -> list[Draft]:
-        judges = [self.llm(), *(self.llm(spec) for spec in self.params["verifiers"])]
+        judges = [self.llm(), *(self.llm(spec) for spec in self.options.verifiers)]
         out = []
         for draft in drafts:
-            if len(draft.answer_ids) > self.params["max_candidates"]:
+            if len(draft.answer_ids) > self.options.max_candidates:
                 continue
             gold, properties = self.gold(draft), draft.provenance.get("textual", {}).get("properties", [])
             verdicts: dict[int, list[bool | None]] = {

@@ -17,11 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.analysis.stats import query_set_statistics
-from harness.io import atomic_write, stable_hash, write_json
-from harness.queries import Query, QuerySet, write_stark_csv
-from harness.skb import SKB
-from harness.synthesis import Draft, SynthesisStage
+from harness import SKB, Query, QuerySet, atomic_write, stable_hash, write_json, write_stark_csv
+from harness_synthesis.stage import Draft, SynthesisStage
 
 __all__ = ["ROLES", "run_pipeline", "write_query_set"]
 
@@ -77,6 +74,8 @@ def write_query_set(out: Path, dataset: str, drafts: Sequence[Draft], config: di
     with atomic_write(root / "provenance.jsonl") as handle:
         for d in drafts:
             handle.write(json.dumps({"id": d.id, "query": d.text, "answer_ids": d.answer_ids, **d.provenance}) + "\n")
+    from harness.analysis.stats import query_set_statistics  # the statistics `harness stats` reports
+
     judged = [d.provenance["filter"]["gold_passed"] for d in drafts if "filter" in d.provenance]
     # Share of a query's requirement words that are relational: the template's words against
     # the extracted properties' words (the fused text itself cannot be split reliably).

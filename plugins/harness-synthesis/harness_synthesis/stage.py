@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import harness
 
 if TYPE_CHECKING:
-    from harness import SKB
+    from harness import SKB, Options
 
 
 @dataclass
@@ -39,8 +39,8 @@ class Draft:
 
 
 class SynthesisStage(ABC):
-    """Base class for synthesis stages. Subclass, set ``name``, declare ``Options``, implement
-    ``run``.
+    """Base class for synthesis stages. Subclass, set ``name``, declare ``Options`` (a
+    :class:`harness.Options` model) if it takes parameters, implement ``run``.
 
     Constructor keyword arguments are validated against ``Options`` into ``self.options``;
     ``params`` (all of them, defaults filled in) keys a resumed pipeline's saved output. A
@@ -49,13 +49,13 @@ class SynthesisStage(ABC):
 
     name: ClassVar[str]
     version: ClassVar[str] = "0"
-    Options: ClassVar[type[harness.Options]] = harness.Options
+    # None rather than harness.Options: this module loads at every start-up (the hook it
+    # adds needs this class), and must not import pydantic then
+    Options: ClassVar[type[Options] | None] = None
 
     def __init__(self, **params: Any) -> None:
-        # the core's own parameter validation, so errors read the same as a retriever's
-        from harness.options import parse_options
-
-        self.options = parse_options(type(self).Options, params, f"synthesis stage {getattr(self, 'name', '?')!r}")
+        options = type(self).Options or harness.Options
+        self.options = harness.parse_options(options, params, f"synthesis stage {getattr(self, 'name', '?')!r}")
 
     @property
     def params(self) -> dict[str, Any]:

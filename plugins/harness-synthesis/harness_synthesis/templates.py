@@ -20,8 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.errors import HarnessError
-from harness.skb import SKB
+from harness import SKB, HarnessError
 
 __all__ = ["TEMPLATES", "Hop", "Path", "Template", "candidates", "ground"]
 

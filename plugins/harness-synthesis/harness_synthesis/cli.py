@@ -1,0 +1,76 @@
+"""``harness synthesize``: STaRK's four stages over a dataset's SKB, written as a query set."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+import harness
+from harness import HarnessError
+
+
+def add_command(cli: click.Group) -> None:
+    @cli.command()
+    @click.option("--dataset", "-d", required=True, help="registry or plugin dataset whose SKB to use")
+    @click.option("--n", "count", type=int, default=20, show_default=True, help="relational requirements to draw")
+    @click.option("--llm", required=True, help="provider:model, e.g. openai:gpt-4o-mini")
+    @click.option("--llm-param", "llm_params", multiple=True, help="KEY=VALUE for the provider (base_url=…)")
+    @click.option("--verifier", "verifiers", multiple=True, help="more provider:model verifiers for the filter")
+    @click.option("--templates", help="template set (default: the dataset's name without 'stark-')")
+    @click.option("--role", help="who asks (default by template set: customer, researcher, doctor, Debian user)")
+    @click.option("--max-candidates", type=int, default=20, show_default=True)
+    @click.option("--seed", type=int, default=0, show_default=True)
+    @click.option("--out", type=click.Path(file_okay=False), required=True)
+    @click.option("--data-dir", type=click.Path(file_okay=False))
+    def synthesize(
+        dataset: str,
+        count: int,
+        llm: str,
+        llm_params: tuple[str, ...],
+        verifiers: tuple[str, ...],
+        templates: str | None,
+        role: str | None,
+        max_candidates: int,
+        seed: int,
+        out: str,
+        data_dir: str | None,
+    ) -> None:
+        """Synthesize a query set from an SKB with STaRK's four stages (resumable)."""
+        from harness_synthesis.llm_stages import Filter, Fuse, TextualProperties
+        from harness_synthesis.pipeline import ROLES, run_pipeline, write_query_set
+        from harness_synthesis.relational import RelationalRequirement
+
+        params: dict[str, Any] = {}
+        for item in llm_params:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise HarnessError(f"--llm-param {item!r}: write KEY=VALUE")
+            try:  # numbers, true/false, lists and objects as JSON; anything else is a string
+                params[key] = json.loads(value)
+            except ValueError:
+                params[key] = value
+        templates = templates or dataset.removeprefix("stark-")
+        role = role or ROLES.get(templates, "user")
+        common = {"llm": llm, "llm_params": params, "role": role}
+        stages = [
+            RelationalRequirement(templates=templates, n=count, max_candidates=max_candidates),
+            TextualProperties(**common),
+            Fuse(**common),
+            Filter(**common, verifiers=list(verifiers), max_candidates=max_candidates),
+        ]
+        skb = harness.load_dataset(dataset, data_dir).load_skb()
+        drafts = run_pipeline(skb, stages, seed, Path(out) / "work", progress=click.echo)
+        config = {
+            "templates": templates,
+            "role": role,
+            "llm": llm,
+            "verifiers": list(verifiers),
+            "n": count,
+            "max_candidates": max_candidates,
+            "seed": seed,
+        }
+        summary = write_query_set(Path(out), dataset, drafts, config, seed)
+        click.echo(json.dumps({k: v for k, v in summary.items() if k != "config"}))
