@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     # hooks
     "hookimpl": "harness.plugins.hookspecs",
     "hookspec": "harness.plugins.hookspecs",
+    "get_plugin_manager": "harness.plugins",
     # errors and parameters
     "HarnessError": "harness.errors",
     "Options": "harness.options",
@@ -55,6 +56,8 @@ _EXPORTS: dict[str, str] = {
     "ProgressTask": "harness.retriever",
     # evaluation
     "Metric": "harness.metrics",
+    # statistics of a query set (what `harness stats` reports)
+    "query_set_statistics": "harness.analysis.stats",
     # caches and files (see docs/caching.md)
     "cache_root": "harness.io",
     "stable_hash": "harness.io",
@@ -95,6 +98,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at runtime the names load on first use
+    from harness.analysis.stats import query_set_statistics
     from harness.dataset import Dataset
     from harness.errors import HarnessError
     from harness.io import (
@@ -115,6 +119,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at runtime the names load on fi
     )
     from harness.metrics import Metric
     from harness.options import DocumentOptions, Options, parse_options
+    from harness.plugins import get_plugin_manager
     from harness.plugins.hookspecs import hookimpl, hookspec
     from harness.queries import Query, QuerySet, load_stark_layout, write_stark_csv
     from harness.retriever import BuildContext, ProgressTask, Ranking, Reranker, Retriever

@@ -107,8 +107,10 @@ class PluginManager:
         """Hook specifications a plugin offers other plugins (call from ``add_hookspecs``)."""
         self.pm.add_hookspecs(module)
 
-    def add_component_kind(self, hook: str, base: type[Any], kind: str) -> None:
-        """Components registered through ``hook`` must subclass ``base``; ``kind`` names them."""
+    def add_component_kind(self, hook: str, base: type[Any] | str, kind: str) -> None:
+        """Components registered through ``hook`` must subclass ``base`` (a class, or its dotted
+        path ``"package.module:Class"``, imported only when components are collected); ``kind``
+        names them in messages and ``harness list``."""
         self.component_hooks[hook] = (base, kind)
         self._components = None
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from harness.metrics import BUILTIN_METRICS
-from harness.plugins import Register
+from typing import Any
+
 from harness.plugins.hookspecs import hookimpl
 
 
 @hookimpl
-def register_metrics(register: Register) -> None:
+def register_metrics(register: Any) -> None:
+    from harness.metrics import BUILTIN_METRICS  # numpy loads when metrics are needed, not at start-up
+
     for metric in BUILTIN_METRICS:
         register(metric)

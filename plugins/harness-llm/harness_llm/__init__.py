@@ -13,9 +13,9 @@ OpenAI-compatible HTTP server.
 Retrievers: ``llm-reranker`` (STaRK's pointwise reranker, or listwise). Presets: three
 rerankers over BM25 (``presets.yaml``).
 
-This module is the entry point: it imports only the interface (``harness_llm.api``: the
-standard library, needed to add the hook); providers, the reranker and pydantic models load when
-their hooks are called.
+This module is the entry point and imports nothing heavy: the interface, providers, the
+reranker and their pydantic models load when first used (the component kind is named by its
+dotted path, so adding the hook imports nothing either).
 """
 
 from __future__ import annotations
@@ -24,9 +24,16 @@ from pathlib import Path
 from typing import Any
 
 import harness
-from harness_llm.api import LLM, Completion, Message, get_llm, llm_class, messages_of
 
 __all__ = ["LLM", "Completion", "Message", "get_llm", "llm_class", "messages_of"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from harness_llm import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'harness_llm' has no attribute {name!r}")
 
 
 @harness.hookimpl
@@ -34,7 +41,7 @@ def add_hookspecs(manager: Any) -> None:
     from harness_llm import hookspecs
 
     manager.add_hookspecs(hookspecs)
-    manager.add_component_kind("register_llms", LLM, "llm")
+    manager.add_component_kind("register_llms", "harness_llm.api:LLM", "llm")
 
 
 @harness.hookimpl

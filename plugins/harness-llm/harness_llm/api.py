@@ -56,9 +56,7 @@ class LLM(ABC):
 
     name: ClassVar[str]
     version: ClassVar[str] = "0"
-    # None rather than harness.Options: this module loads at every start-up (the hook it
-    # adds needs this class), and must not import pydantic then
-    Options: ClassVar[type[Options] | None] = None
+    Options: ClassVar[type[Options]] = harness.Options
 
     def __init__(self, model: str, **params: Any) -> None:
         self.model = model
@@ -90,8 +88,8 @@ class LLM(ABC):
 
 
 def options_of(component: type[Any]) -> type[Options]:
-    """A provider's parameters model; ``harness.Options`` (no parameters) if it declares none."""
-    return getattr(component, "Options", None) or harness.Options
+    """A provider's parameters model (``harness.Options``, no parameters, if it declares none)."""
+    return component.Options
 
 
 def split_spec(spec: str) -> tuple[str, str]:
@@ -105,9 +103,7 @@ def split_spec(spec: str) -> tuple[str, str]:
 def llm_class(provider: str) -> type[LLM]:
     """The provider class registered under ``provider`` (``register_llms``)."""
     # The process-wide manager: the one that loaded this plugin and its providers.
-    from harness.plugins import get_plugin_manager
-
-    return get_plugin_manager().components.get("llm", provider)
+    return harness.get_plugin_manager().components.get("llm", provider)
 
 
 def get_llm(spec: str, **params: Any) -> LLM:

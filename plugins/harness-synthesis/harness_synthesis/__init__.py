@@ -5,9 +5,8 @@ Offers other plugins the ``register_synthesis_stages`` hook and the interface
 from metapath templates; ``harness_synthesis.relational``), then ``textual``, ``fuse`` and
 ``filter``, which ask an LLM through ``harness_llm`` (``harness_synthesis.llm_stages``).
 
-This module is the entry point: it imports only the interface (``harness_synthesis.stage``: the
-standard library, needed to add the hook); the stages and the command load when their hooks are
-called.
+This module is the entry point and imports nothing heavy: the interface, the stages and the
+command load when first used (the component kind is named by its dotted path).
 """
 
 from __future__ import annotations
@@ -15,9 +14,16 @@ from __future__ import annotations
 from typing import Any
 
 import harness
-from harness_synthesis.stage import Draft, SynthesisStage
 
 __all__ = ["Draft", "SynthesisStage"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from harness_synthesis import stage
+
+        return getattr(stage, name)
+    raise AttributeError(f"module 'harness_synthesis' has no attribute {name!r}")
 
 
 @harness.hookimpl
@@ -25,7 +31,7 @@ def add_hookspecs(manager: Any) -> None:
     from harness_synthesis import hookspecs
 
     manager.add_hookspecs(hookspecs)
-    manager.add_component_kind("register_synthesis_stages", SynthesisStage, "synthesis stage")
+    manager.add_component_kind("register_synthesis_stages", "harness_synthesis.stage:SynthesisStage", "synthesis stage")
 
 
 @harness.hookimpl

@@ -74,7 +74,7 @@ def write_query_set(out: Path, dataset: str, drafts: Sequence[Draft], config: di
     with atomic_write(root / "provenance.jsonl") as handle:
         for d in drafts:
             handle.write(json.dumps({"id": d.id, "query": d.text, "answer_ids": d.answer_ids, **d.provenance}) + "\n")
-    from harness.analysis.stats import query_set_statistics  # the statistics `harness stats` reports
+    from harness import query_set_statistics  # the statistics `harness stats` reports
 
     judged = [d.provenance["filter"]["gold_passed"] for d in drafts if "filter" in d.provenance]
     # Share of a query's requirement words that are relational: the template's words against

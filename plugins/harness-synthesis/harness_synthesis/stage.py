@@ -49,13 +49,11 @@ class SynthesisStage(ABC):
 
     name: ClassVar[str]
     version: ClassVar[str] = "0"
-    # None rather than harness.Options: this module loads at every start-up (the hook it
-    # adds needs this class), and must not import pydantic then
-    Options: ClassVar[type[Options] | None] = None
+    Options: ClassVar[type[Options]] = harness.Options
 
     def __init__(self, **params: Any) -> None:
-        options = type(self).Options or harness.Options
-        self.options = harness.parse_options(options, params, f"synthesis stage {getattr(self, 'name', '?')!r}")
+        what = f"synthesis stage {getattr(self, 'name', '?')!r}"
+        self.options = harness.parse_options(type(self).Options, params, what)
 
     @property
     def params(self) -> dict[str, Any]:
