@@ -157,3 +157,67 @@ def test_bad_registrations_and_name_clashes(site: Path, good: Path) -> None:
 def test_unknown_component_lists_known_ones(tiny_plugins: PluginManager) -> None:
     with pytest.raises(HarnessError, match=r"unknown retriever 'nope'; known: .*overlap"):
         tiny_plugins.components.get("retriever", "nope")
+
+
+FUTURE = '''from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+import harness
+
+
+class Modes(harness.Retriever):
+    name = "modes"
+
+    class Options(harness.Options):
+        mode: Literal["a", "b"] = Field("a", description="which")
+
+    def build(self, skb: harness.SKB, context: harness.BuildContext) -> None:
+        pass
+
+    def search(self, queries, k, top_ranked=None):
+        return []
+
+
+@harness.hookimpl
+def register_retrievers(register):
+    register(Modes)
+'''
+
+
+def test_a_plugins_directory_file_may_postpone_annotations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "modes.py").write_text(FUTURE)
+    monkeypatch.setenv("HARNESS_PLUGINS", "")
+    monkeypatch.setenv("HARNESS_PLUGINS_DIR", str(tmp_path))
+    cls = PluginManager().components.get("retriever", "modes")
+    assert cls(mode="b").params == {"mode": "b"}
+    with pytest.raises(HarnessError, match="mode: Input should be 'a' or 'b'"):
+        cls(mode="c")
+
+
+def test_a_component_kind_whose_base_does_not_load_costs_only_that_kind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "widgets.py").write_text(
+        "import harness\n"
+        "@harness.hookimpl\n"
+        "def add_hookspecs(manager):\n"
+        "    manager.add_component_kind('register_retrievers_too', 'no_such_module:Widget', 'widget')\n"
+    )
+    (tmp_path / "good.py").write_text(GOOD)
+    monkeypatch.setenv("HARNESS_PLUGINS", "")
+    monkeypatch.setenv("HARNESS_PLUGINS_DIR", str(tmp_path))
+    manager = PluginManager()
+    assert set(manager.components.by_kind["retriever"]) == {"good"}
+    [failure] = [f for f in manager.failures if f.hook == "add_component_kind"]
+    assert "no_such_module:Widget" in failure.error and "ModuleNotFoundError" in failure.error
+    result = subprocess.run(
+        [sys.executable, "-c", "from harness.cli import main; main()", "list", "--format", "json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HARNESS_PLUGINS": "", "HARNESS_PLUGINS_DIR": str(tmp_path)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "widget base class 'no_such_module:Widget' does not load" in " ".join(result.stderr.split())

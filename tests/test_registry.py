@@ -72,7 +72,9 @@ def test_a_broken_presets_file_costs_only_its_plugin(tmp_path: Path) -> None:
 
 def test_the_core_alone_ships_no_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HARNESS_PLUGINS", "")
-    registry = load_registry(plugins=harness.plugins.PluginManager())
+    from harness.plugins import PluginManager
+
+    registry = load_registry(plugins=PluginManager())
     assert not registry.datasets and not registry.retrievers and not registry.conditions
 
 
@@ -113,3 +115,34 @@ def test_malformed_registries(text: str, message: str) -> None:
 def test_missing_explicit_registry(tmp_path: Path) -> None:
     with pytest.raises(HarnessError, match="does not exist"):
         load_registry(tmp_path / "nope.yaml")
+
+
+def test_one_plugins_misfit_condition_costs_only_that_condition(tmp_path: Path) -> None:
+    datasets = presets_plugin(tmp_path / "d.yaml", "datasets:\n  tiny: {plugin: tiny, splits: [test]}\n")
+    conditions = presets_plugin(
+        tmp_path / "c.yaml",
+        "conditions:\n  - {name: fits, retriever: r, dataset: tiny, split: test}\n"
+        "  - {name: misfit, retriever: r, dataset: tiny, split: val}\n",
+    )
+    registry = load_registry(plugins=plugin_manager(datasets, conditions))
+    assert [c.name for c in registry.conditions] == ["fits"]
+    [problem] = registry.problems
+    assert problem.startswith("condition 'misfit' (plugin harness-testing-1) is left out: split 'val'")
+
+
+def test_one_plugin_shipping_a_name_twice_is_not_a_clash_and_the_user_settles_clashes(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text("retrievers:\n  same: {plugin: overlap}\n")
+    (tmp_path / "b.yaml").write_text("retrievers:\n  same: {plugin: overlap, params: {min_overlap: 2}}\n")
+
+    class TwoFiles:
+        @harness.hookimpl
+        def register_presets(self, register):  # type: ignore[no-untyped-def]
+            register(tmp_path / "a.yaml")
+            register(tmp_path / "b.yaml")
+
+    registry = load_registry(plugins=plugin_manager(TwoFiles()))
+    assert registry.problems == [] and registry.retrievers["same"].params == {"min_overlap": 2}
+    clash = [presets_plugin(tmp_path / f"{n}.yaml", "retrievers:\n  x: {plugin: overlap}\n") for n in "cd"]
+    (tmp_path / "mine.yaml").write_text("retrievers:\n  x: {plugin: overlap, params: {min_overlap: 3}}\n")
+    mine = load_registry(tmp_path / "mine.yaml", plugins=plugin_manager(*clash))
+    assert mine.problems == [] and mine.retrievers["x"].params == {"min_overlap": 3}

@@ -149,10 +149,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         if directories:
             use_plugins_dirs(directories)
         manager = cli.load_plugin_commands()
+        if args and not {"--help", "--version"} & set(args):
+            _warn_about_plugins(manager)  # not for help: collecting components imports every plugin's classes
     except HarnessError as exc:
         fail(exc)
-    if args and not {"--help", "--version"} & set(args):
-        _warn_about_plugins(manager)  # not for help: collecting components imports every plugin's classes
     cli.main(args, prog_name="harness")
 
 
@@ -162,7 +162,7 @@ def _warn_about_plugins(manager: Any) -> None:
     warn = click.style("warning:", fg="yellow")
     clashes = manager.components.clashes
     for failure in manager.failures:
-        if failure.hook in (None, "register_commands"):
+        if failure.hook in (None, "register_commands", "register_presets", "add_component_kind"):
             click.echo(f"{warn} plugin {failure.plugin!r} failed to load: {failure.error}", err=True)
     for message in sorted({clash_message(k, n, o) for (k, n), o in clashes.items()}):
         click.echo(f"{warn} {message}", err=True)

@@ -74,6 +74,8 @@ def run(
 
     plugins = get_plugin_manager()
     registry = load_registry(registry_path, plugins)
+    for problem in registry.problems:
+        console.print(f"[yellow]warning:[/yellow] registry: {problem}", highlight=False)
     metric_list = split_list(metrics)
     targets: list[tuple[str | None, str | None]] = []
     if run_all:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import os
+import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -128,8 +129,12 @@ class PluginManager:
                 if spec is None or spec.loader is None:
                     raise ImportError(f"cannot import {path}")
                 module = importlib.util.module_from_spec(spec)
+                # in sys.modules while it runs, as an import would be: pydantic resolves the
+                # module's postponed annotations (``from __future__ import annotations``) there
+                sys.modules[spec.name] = module
                 spec.loader.exec_module(module)
             except Exception as exc:
+                sys.modules.pop(f"harness_plugins_dir.{path.stem}", None)
                 self.failures.append(PluginFailure(name, _describe(exc)))
                 continue
             self.register(module, name)
@@ -191,13 +196,21 @@ class PluginManager:
         return self._components
 
     def _collect(self) -> Components:
-        self.failures = [f for f in self.failures if f.hook not in (*self.component_hooks, "register")]
+        rerun = (*self.component_hooks, "register", "add_component_kind")
+        self.failures = [f for f in self.failures if f.hook not in rerun]
         components = Components(failures=self.failures)
         for hook_name, (named, kind) in self.component_hooks.items():
-            base = _load_class(named)
             registered = components.by_kind.setdefault(kind, {})
             # Sorted so that a name clash resolves the same way on every machine.
-            impls = sorted(getattr(self.pm.hook, hook_name).get_hookimpls(), key=lambda i: i.plugin_name)
+            caller = getattr(self.pm.hook, hook_name, None)  # None: no plugin implements it yet
+            impls = sorted(caller.get_hookimpls() if caller else [], key=lambda i: i.plugin_name)
+            try:
+                base = _load_class(named)
+            except Exception as exc:  # the plugin offering this kind is broken: only its kind is lost
+                users = ", ".join(i.plugin_name for i in impls) or "none"
+                error = f"the {kind} base class {named!r} does not load ({_describe(exc)}); plugins using it: {users}"
+                self.failures.append(PluginFailure(f"{kind} kind", error, "add_component_kind"))
+                continue
             for impl in impls:
                 plugin_name = impl.plugin_name
                 staged: dict[str, type[Any]] = {}

@@ -171,23 +171,31 @@ def merge(fragments: list[tuple[str, Registry]], user: Registry | None = None) -
     merged: dict[str, dict[str, Any]] = {"datasets": {}, "retrievers": {}, "conditions": {}}
     owners: dict[tuple[str, str], list[str]] = {}
     defaults: dict[str, set[Any]] = {}
+    condition_owner: dict[str, str] = {}
     for owner, fragment in sorted(fragments, key=lambda pair: pair[0]):
         for section in ("datasets", "retrievers"):
             for name, entry in getattr(fragment, section).items():
-                owners.setdefault((section, name), []).append(owner)
+                _own(owners, (section, name), owner)
                 merged[section][name] = entry
         for condition in fragment.conditions:
-            owners.setdefault(("conditions", condition.name), []).append(owner)
+            _own(owners, ("conditions", condition.name), owner)
             merged["conditions"][condition.name] = condition
+            condition_owner[condition.name] = owner
         for key in fragment.defaults.model_fields_set:
             value = getattr(fragment.defaults, key)
             defaults.setdefault(key, set()).add(tuple(value) if isinstance(value, list) else value)
+    user_names = {
+        "datasets": set(user.datasets) if user else set(),
+        "retrievers": set(user.retrievers) if user else set(),
+        "conditions": {c.name for c in user.conditions} if user else set(),
+    }
     for (section, name), who in owners.items():
         if len(who) > 1:
             del merged[section][name]
-            problems.append(
-                f"{section[:-1]} {name!r} is defined by {len(who)} plugins ({', '.join(who)}), so neither is used"
-            )
+            if name not in user_names[section]:  # the user's own entry settles it
+                problems.append(
+                    f"{section[:-1]} {name!r} is defined by {len(who)} plugins ({', '.join(who)}), so neither is used"
+                )
     chosen = {key: next(iter(values)) for key, values in defaults.items() if len(values) == 1}
     for key, values in defaults.items():
         if len(values) > 1:
@@ -200,6 +208,17 @@ def merge(fragments: list[tuple[str, Registry]], user: Registry | None = None) -
         merged["retrievers"].update(user.retrievers)
         merged["conditions"].update({c.name: c for c in user.conditions})
         default = default.model_copy(update={k: getattr(user.defaults, k) for k in user.defaults.model_fields_set})
+    # a plugin's condition may name another plugin's dataset: one that does not fit it is
+    # dropped with a problem naming its plugin, not allowed to break the whole registry
+    for name, condition in list(merged["conditions"].items()):
+        entry = merged["datasets"].get(condition.dataset)
+        if entry is not None and entry.splits and condition.split not in entry.splits:
+            del merged["conditions"][name]
+            where = f"plugin {condition_owner[name]}" if name not in user_names["conditions"] else "your registry"
+            problems.append(
+                f"condition {name!r} ({where}) is left out: split {condition.split!r} is not among "
+                f"datasets.{condition.dataset}.splits {entry.splits}"
+            )
     sources = [owner for owner, _ in fragments]
     try:
         registry = Registry(
@@ -217,6 +236,13 @@ def merge(fragments: list[tuple[str, Registry]], user: Registry | None = None) -
         or "(empty)"
     )
     return registry, problems
+
+
+def _own(owners: dict[tuple[str, str], list[str]], key: tuple[str, str], owner: str) -> None:
+    """Record ``owner`` as defining ``key`` (once: a plugin may ship several files)."""
+    found = owners.setdefault(key, [])
+    if owner not in found:
+        found.append(owner)
 
 
 def load_registry(path: str | os.PathLike[str] | None = None, plugins: Any = None) -> Registry:
