@@ -384,3 +384,39 @@ def test_two_processes_on_one_configuration_give_the_reference_metrics(tmp_path:
     [run_dir] = list((tmp_path / "runs").iterdir())
     qids = [json.loads(line)["qid"] for line in (run_dir / "results.jsonl").read_text().splitlines()]
     assert len(qids) == len(set(qids)) == 60
+
+
+class Paying(FlakyRetriever):
+    """Reports a call and a cost per query searched (as an API retriever would)."""
+
+    name = "paying"
+
+    def __init__(self, **params: object) -> None:
+        super().__init__(**params)
+        self.calls = 0
+
+    def search(self, queries: Sequence[Query], k: int, top_ranked: Sequence[Ranking] | None = None) -> list[Ranking]:
+        rankings = super().search(queries, k)
+        self.calls += len(queries)
+        return rankings
+
+    def usage(self) -> dict[str, object]:
+        return {"calls": self.calls, "cost_usd": 0.25 * self.calls, "model": "m"}
+
+
+def test_a_resumed_run_reports_what_every_session_spent(manager: PluginManager, tmp_path: Path) -> None:
+    class Plugin:
+        @hookimpl
+        def register_retrievers(self, register):  # type: ignore[no-untyped-def]
+            register(Paying)
+
+    manager.register(Plugin(), "paying-plugin")
+    FlakyRetriever.fail_after = 3
+    with pytest.raises(HarnessError, match="simulated crash"):
+        _run(manager, tmp_path, retriever="paying")
+    FlakyRetriever.fail_after = None
+    resumed = _run(manager, tmp_path, retriever="paying")
+    assert resumed.resumed_queries == 3
+    assert resumed.row.usage == {"calls": 4, "cost_usd": 1.0, "model": "m"}
+    again = _run(manager, tmp_path, retriever="paying")  # nothing left to search: nothing new spent
+    assert again.resumed_queries == 4 and again.row.usage == resumed.row.usage

@@ -1,19 +1,23 @@
 """What the runner checks at the plugin boundary and on disk: rankings as retrievers return
-them (``check_rankings``, ``clean_ranking``) and the resume log (``read_results``)."""
+them (``check_rankings``, ``clean_ranking``; ``CheckedRetriever`` for what a composite
+uses), the resume log (``read_results``) and what a run spent (``read_usage``)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from harness.errors import HarnessError
 from harness.queries import Query
-from harness.retriever import Ranking
+from harness.retriever import BuildContext, Ranking, Retriever
 from harness.skb import SKB
+
+if TYPE_CHECKING:
+    from harness.run.resolve import Component
 
 
 def candidate_mask(skb: SKB) -> np.ndarray:
@@ -134,3 +138,66 @@ def read_results(path: Path, wanted: set[int], notes: list[str] | None = None) -
         with path.open("r+b") as handle:
             handle.truncate(good_bytes)
     return results
+
+
+def read_usage(path: Path) -> dict[str, Any]:
+    """What earlier sessions of a run spent; unreadable counts as nothing (with the run's own log
+    cut back, the queries they answered are searched, and paid for, again)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def add_usage(before: dict[str, Any], spent: dict[str, Any]) -> dict[str, Any]:
+    """Counts and costs summed; anything else (a model name) as last reported."""
+    total = dict(before)
+    for key, value in spent.items():
+        old = total.get(key)
+        numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (old, value))
+        total[key] = old + value if numbers else value
+    return total
+
+
+class CheckedRetriever(Retriever):
+    """A retriever as another one receives it from ``context.retriever``: its rankings are
+    checked and cleaned exactly as the runner checks the main retriever's."""
+
+    def __init__(self, component: Component, is_candidate: np.ndarray, dropped: dict[str, int]) -> None:
+        self.component, self.inner = component, component.instance
+        self.name, self.regime, self.batch_size = component.name, self.inner.regime, self.inner.batch_size
+        self.options = self.inner.options
+        self._is_candidate, self._dropped = is_candidate, dropped
+
+    def build(self, skb: SKB, context: BuildContext) -> None:
+        raise HarnessError(f"retriever {self.name!r} is already built")
+
+    def search(self, queries: Sequence[Query], k: int, top_ranked: Sequence[Ranking] | None = None) -> list[Ranking]:
+        if top_ranked is not None and not self.inner.reranks:
+            raise HarnessError(f"retriever {self.name!r} searches every candidate; it cannot rerank given ones")
+        try:
+            rankings = (
+                self.inner.search(queries, k, top_ranked) if top_ranked is not None else self.inner.search(queries, k)
+            )
+        except HarnessError:
+            raise
+        except Exception as exc:
+            raise HarnessError(
+                f"retriever {self.name!r} failed on queries {[q.id for q in queries][:5]}: {type(exc).__name__}: {exc}"
+            ) from exc
+        checked = check_rankings(self.name, queries, rankings, k)
+        return [
+            clean_ranking(self.name, q, r, self._is_candidate, self._dropped)
+            for q, r in zip(queries, checked, strict=True)
+        ]
+
+    def usage(self) -> dict[str, Any]:
+        return self.inner.usage()
+
+    def uses(self) -> list[str]:
+        return self.inner.uses()
+
+    def __getattr__(self, name: str) -> Any:
+        # anything else a composite needs from what it uses (e.g. an encoder's model)
+        return getattr(self.__dict__["inner"], name)

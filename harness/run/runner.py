@@ -4,6 +4,7 @@ A run lives in its own directory, named by the hash of its configuration::
 
     results.jsonl    one line per query as it completes (the resume log)
     build.json       index build time
+    usage.json       tokens, calls and cost so far (summed over resumed sessions)
     config.json      the configuration its name hashes
     per_query.jsonl  per-query metrics, written at the end
     run.trec         the rankings as a TREC run file
@@ -15,6 +16,7 @@ searched again, and a line cut short by an interruption is discarded.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -31,8 +33,17 @@ from harness.errors import HarnessError
 from harness.io import atomic_write, exclusive, leaderboard_lock, stable_hash, write_json
 from harness.metrics import METRICS_VERSION, evaluate, hit_matrix, means, parse_metrics
 from harness.queries import Query, sample
-from harness.retriever import BuildContext, ProgressFactory, ProgressTask, Ranking, Retriever
-from harness.run.checks import candidate_mask, check_rankings, clean_ranking, read_build_seconds, read_results
+from harness.retriever import BuildContext, ProgressFactory, ProgressTask, Retriever
+from harness.run.checks import (
+    CheckedRetriever,
+    add_usage,
+    candidate_mask,
+    check_rankings,
+    clean_ranking,
+    read_build_seconds,
+    read_results,
+    read_usage,
+)
 from harness.run.record import Latency, LeaderboardRow, hardware, versions
 from harness.run.registry import Registry
 from harness.run.resolve import Component, RunSpec, resolve_device
@@ -164,14 +175,24 @@ class Runner:
             usage: dict[str, Any] = {}
             if spec.dropped_metrics:
                 notes.append(f"left out {', '.join(spec.dropped_metrics)}: deeper than the ranking can be")
+            usage_path = run_dir / "usage.json"
+            if self.fresh:
+                usage_path.unlink(missing_ok=True)
+            usage = read_usage(usage_path)
             if pending:
                 retriever_obj, build_seconds = self._build_all(spec, skb, dataset)
                 write_json(build_path, {"seconds": build_seconds})
-                notes += self._search(spec, retriever_obj, pending, results_path, candidate_mask(skb))
-                usage = retriever_obj.usage()
-                for component in spec.uses:
-                    for key, value in component.instance.usage().items():
-                        usage.setdefault(f"{component.name}.{key}", value)
+                try:
+                    notes += self._search(spec, retriever_obj, pending, results_path, candidate_mask(skb))
+                finally:
+                    # what this process spent, added to what earlier ones did: a resumed row reports
+                    # the whole run's tokens and cost, a crash keeps what was spent before it
+                    spent = retriever_obj.usage()
+                    for component in spec.uses:
+                        for key, value in component.instance.usage().items():
+                            spent.setdefault(f"{component.name}.{key}", value)
+                    usage = add_usage(usage, spent)
+                    write_json(usage_path, usage)
                 done = read_results(results_path, {q.id for q in queries})
 
             missing = [q.id for q in queries if q.id not in done]
@@ -239,28 +260,33 @@ class Runner:
             return RunOutcome(spec, row, run_dir, path, len(queries) - len(pending), checks, notes)
 
     def _build_all(self, spec: RunSpec, skb: SKB, dataset: Dataset) -> tuple[Retriever, float]:
-        """Build the retriever; what it uses is built when it first asks ``context.retriever``,
-        each once, and handed over checked (its rankings pass the same checks as the main one's)."""
-        context = BuildContext(cache_dir=self.cache_dir, device=self.device, progress=self.progress)
+        """Build the retriever; what a retriever uses is built when it first asks
+        ``context.retriever`` (for a name its own ``uses()`` declares), each once, and handed
+        over checked (its rankings pass the same checks as the main one's)."""
+        base = BuildContext(cache_dir=self.cache_dir, device=self.device, progress=self.progress)
         built: dict[str, Retriever] = {}
         self._dropped = {"non-candidate": 0, "repeated": 0}
+        mask = candidate_mask(skb)
 
-        def build(name: str) -> Retriever:
-            if name not in spec.retrievers or name == spec.retriever:
-                raise HarnessError(
-                    f"retriever {spec.retriever!r} asked for {name!r}, which it does not name in uses() "
-                    f"({', '.join(c.name for c in spec.uses) or 'none'})"
-                )
-            if name not in built:
-                self._build(spec.retrievers[name], skb, dataset, context)
-                built[name] = CheckedRetriever(spec.retrievers[name], candidate_mask(skb), self._dropped)
-            return built[name]
+        def build(component: Component) -> None:
+            declared = component.instance.uses()
 
-        context.build_retriever = build
+            def fetch(name: str) -> Retriever:
+                if name not in declared:
+                    raise HarnessError(
+                        f"retriever {component.name!r} asked for {name!r}, which it does not name in uses() "
+                        f"({', '.join(declared) or 'none'})"
+                    )
+                if name not in built:
+                    build(spec.retrievers[name])
+                    built[name] = CheckedRetriever(spec.retrievers[name], mask, self._dropped)
+                return built[name]
+
+            self._build(component, skb, dataset, dataclasses.replace(base, build_retriever=fetch))
+
         started = time.perf_counter()
-        main = spec.main.instance
-        self._build(spec.main, skb, dataset, context)
-        return main, time.perf_counter() - started
+        build(spec.main)
+        return spec.main.instance, time.perf_counter() - started
 
     def _build(self, component: Component, skb: SKB, dataset: Dataset, context: BuildContext) -> None:
         retriever: Retriever = component.instance
@@ -352,46 +378,3 @@ class Runner:
                     for q, (relevant, other) in zip(queries, qrels, strict=True)
                 ],
             )
-
-
-class CheckedRetriever(Retriever):
-    """A retriever as another one receives it from ``context.retriever``: its rankings are
-    checked and cleaned exactly as the runner checks the main retriever's."""
-
-    def __init__(self, component: Component, is_candidate: np.ndarray, dropped: dict[str, int]) -> None:
-        self.component, self.inner = component, component.instance
-        self.name, self.regime, self.batch_size = component.name, self.inner.regime, self.inner.batch_size
-        self.options = self.inner.options
-        self._is_candidate, self._dropped = is_candidate, dropped
-
-    def build(self, skb: SKB, context: BuildContext) -> None:
-        raise HarnessError(f"retriever {self.name!r} is already built")
-
-    def search(self, queries: Sequence[Query], k: int, top_ranked: Sequence[Ranking] | None = None) -> list[Ranking]:
-        if top_ranked is not None and not self.inner.reranks:
-            raise HarnessError(f"retriever {self.name!r} searches every candidate; it cannot rerank given ones")
-        try:
-            rankings = (
-                self.inner.search(queries, k, top_ranked) if top_ranked is not None else self.inner.search(queries, k)
-            )
-        except HarnessError:
-            raise
-        except Exception as exc:
-            raise HarnessError(
-                f"retriever {self.name!r} failed on queries {[q.id for q in queries][:5]}: {type(exc).__name__}: {exc}"
-            ) from exc
-        checked = check_rankings(self.name, queries, rankings, k)
-        return [
-            clean_ranking(self.name, q, r, self._is_candidate, self._dropped)
-            for q, r in zip(queries, checked, strict=True)
-        ]
-
-    def usage(self) -> dict[str, Any]:
-        return self.inner.usage()
-
-    def uses(self) -> list[str]:
-        return self.inner.uses()
-
-    def __getattr__(self, name: str) -> Any:
-        # anything else a composite needs from what it uses (e.g. an encoder's model)
-        return getattr(self.__dict__["inner"], name)
