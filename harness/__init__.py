@@ -32,7 +32,7 @@ _EXPORTS: dict[str, str] = {
     # hooks
     "hookimpl": "harness.plugins.hookspecs",
     "hookspec": "harness.plugins.hookspecs",
-    "get_plugin_manager": "harness.plugins",
+    "lookup": "harness.plugins",
     # errors and parameters
     "HarnessError": "harness.errors",
     "Options": "harness.options",
@@ -119,7 +119,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at runtime the names load on fi
     )
     from harness.metrics import Metric
     from harness.options import DocumentOptions, Options, parse_options
-    from harness.plugins import get_plugin_manager
+    from harness.plugins import lookup
     from harness.plugins.hookspecs import hookimpl, hookspec
     from harness.queries import Query, QuerySet, load_stark_layout, write_stark_csv
     from harness.retriever import BuildContext, ProgressTask, Ranking, Reranker, Retriever

@@ -33,8 +33,12 @@ def list_(show_params: bool, fmt: str, registry_path: str | None) -> None:
         "datasets": found.datasets,
         "retrievers": found.retrievers,
         "metrics": [],
-        "llm_providers": sorted(components.by_kind.get("llm", {})),
-        "synthesis_stages": sorted(components.by_kind.get("synthesis stage", {})),
+        # kinds plugins offer each other (add_hookspecs): LLM providers, synthesis stages, ...
+        "other": {
+            kind: sorted(components.by_kind.get(kind, {}))
+            for _, kind in plugins.component_hooks.values()
+            if kind not in ("dataset", "retriever", "metric") and components.by_kind.get(kind)
+        },
         "conditions": [c.model_dump() for c in found.conditions],
         "hidden": found.hidden,
         "problems": registry.problems,
@@ -54,10 +58,8 @@ def list_(show_params: bool, fmt: str, registry_path: str | None) -> None:
             cells.append([name, info["plugin"], json.dumps(details) if details else ""])
         stdout.print(table(kind, ["name", "plugin", "details"], cells))
     stdout.print("metrics: " + ", ".join(data["metrics"]), markup=False)
-    if data["llm_providers"]:
-        stdout.print("LLM providers (provider:model): " + ", ".join(data["llm_providers"]), markup=False)
-    if data["synthesis_stages"]:
-        stdout.print("synthesis stages: " + ", ".join(data["synthesis_stages"]), markup=False)
+    for kind, names in data["other"].items():
+        stdout.print(f"{kind}: " + ", ".join(names), markup=False)
     cells = []
     for c in found.conditions:
         expected = ", ".join(f"{m}={v:.4f}" for m, v in c.expected.items())

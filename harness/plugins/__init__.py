@@ -17,7 +17,9 @@ import importlib.util
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -307,14 +309,36 @@ def _describe(exc: BaseException) -> str:
 
 
 _manager: PluginManager | None = None
+#: the manager a run (or a resolution) is using, when it is not the process-wide one
+_active: ContextVar[PluginManager | None] = ContextVar("harness_plugin_manager", default=None)
 
 
 def get_plugin_manager() -> PluginManager:
-    """The process-wide plugin manager, created on first use."""
+    """The plugin manager in use: the one a run or resolution is using, else the process-wide
+    one, created on first use."""
+    active = _active.get()
+    if active is not None:
+        return active
     global _manager
     if _manager is None:
         _manager = PluginManager()
     return _manager
+
+
+@contextmanager
+def using(manager: PluginManager) -> Iterator[None]:
+    """Make ``manager`` the one components look others up in (``lookup``) while inside."""
+    token = _active.set(manager)
+    try:
+        yield
+    finally:
+        _active.reset(token)
+
+
+def lookup(kind: str, name: str) -> type[Any]:
+    """The component class registered as ``name`` of ``kind`` ("retriever", "llm", ...) in the
+    plugin manager in use; a :class:`HarnessError` naming the known ones if there is none."""
+    return get_plugin_manager().components.get(kind, name)
 
 
 def reset_plugin_manager() -> None:

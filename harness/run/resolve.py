@@ -15,6 +15,7 @@ from typing import Any
 from harness.dataset import Dataset
 from harness.errors import HarnessError
 from harness.metrics import DEFAULT_METRICS, parse_metrics
+from harness.plugins import using
 from harness.retriever import Reranker, Retriever
 from harness.run.record import ComponentInfo
 from harness.run.registry import Condition, DatasetEntry, Registry, RetrieverEntry
@@ -85,7 +86,8 @@ def construct(plugins: Any, kind: str, name: str, plugin: str, params: dict[str,
     what = f"{kind} {name!r}"
     check_no_secrets(params, what)
     try:
-        instance = cls(**params)
+        with using(plugins):  # what the component looks up while validating comes from this manager
+            instance = cls(**params)
     except HarnessError as exc:
         raise HarnessError(str(exc).replace(f"{kind} {plugin!r}", what, 1)) from None
     except TypeError as exc:

@@ -32,6 +32,7 @@ from harness.dataset import Dataset
 from harness.errors import HarnessError
 from harness.io import atomic_write, exclusive, leaderboard_lock, stable_hash, write_json
 from harness.metrics import METRICS_VERSION, evaluate, hit_matrix, means, parse_metrics
+from harness.plugins import using
 from harness.queries import Query, sample
 from harness.retriever import BuildContext, ProgressFactory, ProgressTask, Retriever
 from harness.run.checks import (
@@ -129,6 +130,10 @@ class Runner:
 
     # -- running ---------------------------------------------------------------------
     def run(self, spec: RunSpec) -> RunOutcome:
+        with using(self.plugins):  # components look others up (an LLM provider) in this manager
+            return self._run(spec)
+
+    def _run(self, spec: RunSpec) -> RunOutcome:
         started = time.perf_counter()
         dataset = self.dataset(spec.dataset_component)
         queries = dataset.load_queries().split(spec.split)

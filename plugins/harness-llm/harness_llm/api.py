@@ -101,9 +101,9 @@ def split_spec(spec: str) -> tuple[str, str]:
 
 
 def llm_class(provider: str) -> type[LLM]:
-    """The provider class registered under ``provider`` (``register_llms``)."""
-    # The process-wide manager: the one that loaded this plugin and its providers.
-    return harness.get_plugin_manager().components.get("llm", provider)
+    """The provider class registered under ``provider`` (``register_llms``), in the plugin
+    manager the run or resolution is using."""
+    return harness.lookup("llm", provider)
 
 
 def get_llm(spec: str, **params: Any) -> LLM:

@@ -2,14 +2,15 @@
 
 ::
 
+    from harness_llm.api import LLM
     from harness_llm.testing import provider_plugin
 
-    class Scripted(harness_llm.LLM):
+    class Scripted(LLM):
         name = "scripted"
         def complete(self, prompt, max_tokens=256, temperature=0.0): ...
 
-    get_plugin_manager().register(provider_plugin(Scripted), "scripted-llm")
-    # components now find it as "scripted:MODEL"
+    check_retriever(MyReranker, {"llm": "scripted:m", ...}, tmp_path, plugins=[provider_plugin(Scripted)])
+    # components in that run find it as "scripted:m"
 """
 
 from __future__ import annotations
@@ -27,11 +28,20 @@ class _Providers:
         self.providers = providers
 
     @harness.hookimpl
+    def add_hookspecs(self, manager: Any) -> None:
+        # the llm kind, for managers that do not load this plugin (harness.testing's)
+        from harness_llm import hookspecs
+
+        manager.add_hookspecs(hookspecs)
+        manager.add_component_kind("register_llms", "harness_llm.api:LLM", "llm")
+
+    @harness.hookimpl
     def register_llms(self, register: Any) -> None:
         for provider in self.providers:
             register(provider)
 
 
 def provider_plugin(*providers: type[LLM]) -> object:
-    """A plugin object registering ``providers`` through ``register_llms``."""
+    """A plugin object offering the ``llm`` kind and registering ``providers`` through
+    ``register_llms``: pass it to ``harness.testing.check_retriever(..., plugins=[...])``."""
     return _Providers(providers)

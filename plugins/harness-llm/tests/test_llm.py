@@ -26,7 +26,7 @@ from pydantic import model_validator
 import harness
 from harness import BuildContext, HarnessError, Query, Ranking, Retriever
 from harness.testing import check_retriever, run_retriever
-from harness_llm import LLM, Completion, Message, get_llm, messages_of
+from harness_llm.api import LLM, Completion, Message, get_llm, messages_of
 from harness_llm.providers import AnthropicLLM, OpenAILLM
 from harness_llm.rerank import LLMReranker, parse_ranking, parse_score
 from harness_llm.testing import provider_plugin
@@ -64,7 +64,7 @@ def test_the_plugin_offers_its_hook_its_providers_and_presets() -> None:
     from harness.cli import cli
 
     listed = json.loads(CliRunner().invoke(cli, ["list", "--format", "json"]).stdout)
-    assert {"openai", "anthropic", "local"} <= set(listed["llm_providers"])
+    assert {"openai", "anthropic", "local"} <= set(listed["other"]["llm"])
     preset = listed["retrievers"]["bm25-gpt-4o-mini-rerank"]
     assert preset["plugin"] == "llm-reranker" and preset["params"]["first_stage"] == "bm25"
     hooks = json.loads(CliRunner().invoke(cli, ["plugins", "--hook", "register_llms"]).stdout)
@@ -257,8 +257,8 @@ def test_openai_provider_against_smollm2(smollm2_server: str, monkeypatch: pytes
 
 
 def test_rerankers_over_bm25_with_smollm2(smollm2_server: str, session_cache: Path) -> None:
-    from harness_bm25 import BM25Retriever
-    from harness_debian import DebianDataset
+    from harness_bm25.retriever import BM25Retriever
+    from harness_debian.dataset import DebianDataset
 
     dataset = DebianDataset()
     skb, queries = dataset.load_skb(), dataset.load_queries().split("test")[:2]
@@ -333,7 +333,7 @@ def test_a_reranker_run_records_the_llm_and_the_sample(smollm2_server: str, tmp_
 
 def test_synthesis_pipeline_with_smollm2(smollm2_server: str, tmp_path: Path) -> None:
     """All four stages against the real model: the output is a query set with its gold answers."""
-    from harness_debian import DebianDataset
+    from harness_debian.dataset import DebianDataset
     from harness_synthesis.llm_stages import Filter, Fuse, TextualProperties
     from harness_synthesis.pipeline import run_pipeline, write_query_set
     from harness_synthesis.relational import RelationalRequirement
@@ -397,13 +397,18 @@ class Judge(LLM):
 
 
 @pytest.mark.parametrize("mode", ["pointwise", "listwise"])
-def test_the_reranker_keeps_the_retriever_contract(plugins: Any, tmp_path: Path, mode: str) -> None:
-    plugins.register(provider_plugin(Judge), "judge-llm")
+def test_the_reranker_keeps_the_retriever_contract(tmp_path: Path, mode: str) -> None:
     first = check_retriever(OverlapRetriever, {}, tmp_path / "first", k=4)
     params = {"first_stage": "first", "candidates": 4, "llm": "judge:m", "mode": mode}
     presets = {"first": {"plugin": "overlap"}}
     reranked = check_retriever(
-        LLMReranker, params, tmp_path / "reranked", k=3, also=[OverlapRetriever], presets=presets
+        LLMReranker,
+        params,
+        tmp_path / "reranked",
+        k=3,
+        also=[OverlapRetriever],
+        presets=presets,
+        plugins=[provider_plugin(Judge)],
     )
     for before, after in zip(first, reranked, strict=True):
         assert set(after["ids"]) <= set(before["ids"]), "a reranker returns only its first stage's candidates"
@@ -416,13 +421,16 @@ def test_the_reranker_keeps_the_contract_with_a_real_local_model(tmp_path: Path)
     runs rank the same."""
     pytest.importorskip("gguf", reason="pip install 'stark-harness-llm[local]'")
     params = {"first_stage": "overlap", "candidates": 2, "llm": f"local:{_smollm2()}", "doc_chars": 200}
-    check_retriever(LLMReranker, params, tmp_path, also=[OverlapRetriever])
+    from harness_llm.local import LocalLLM
+
+    check_retriever(LLMReranker, params, tmp_path, also=[OverlapRetriever], plugins=[provider_plugin(LocalLLM)])
 
 
 def _row(tmp_path: Path, reranker: type[LLMReranker], **params: Any) -> dict[str, Any]:
     """The row of one run of ``reranker`` over the overlap retriever."""
     params = {"first_stage": "overlap", "llm": "judge:m", **params}
-    return run_retriever(reranker, params, tmp_path, also=[CountedFirstStage]).row.model_dump(mode="json")
+    outcome = run_retriever(reranker, params, tmp_path, also=[CountedFirstStage], plugins=[provider_plugin(Judge)])
+    return outcome.row.model_dump(mode="json")
 
 
 def counted(retriever: type[Retriever]) -> type[Retriever]:
@@ -452,8 +460,7 @@ class LaterReranker(LLMReranker):
             return self
 
 
-def test_rows_record_the_derived_answer_budget_and_each_run_constructs_once(plugins: Any, tmp_path: Path) -> None:
-    plugins.register(provider_plugin(Judge), "judge-llm")
+def test_rows_record_the_derived_answer_budget_and_each_run_constructs_once(tmp_path: Path) -> None:
     default = _row(tmp_path / "default", CountedReranker)  # type: ignore[arg-type]
     # one run constructs the reranker and its first stage once each
     assert (CountedReranker.made, CountedFirstStage.made) == (1, 1)
