@@ -23,6 +23,7 @@ def session_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _isolated(monkeypatch: pytest.MonkeyPatch, session_cache: Path, tmp_path: Path) -> Iterator[None]:
     monkeypatch.setenv("HARNESS_CACHE", str(session_cache))
     monkeypatch.delenv("HARNESS_PLUGINS", raising=False)
+    monkeypatch.delenv("HARNESS_PLUGINS_DIR", raising=False)
     monkeypatch.delenv("HARNESS_REGISTRY", raising=False)
     monkeypatch.chdir(tmp_path)
     reset_plugin_manager()

@@ -11,7 +11,8 @@ retriever can run.
 ``check_retriever`` runs the retriever through the real resolver and runner on the tiny
 dataset (so composites get what they ``uses()``, and every check the runner makes applies),
 then checks the contract: every ranking sorted best first, ids valid candidates without
-repeats, at most ``k`` of them, and the same rankings from a second, fresh run.
+repeats, at most ``k`` of them, and the same rankings from a second run that reads what the
+first one cached.
 ``run_retriever`` makes one such run and returns its outcome (the row, its directory).
 """
 
@@ -20,8 +21,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,19 +118,6 @@ def plugin_manager(*plugins: object, entry_points: bool = False) -> PluginManage
     return manager
 
 
-@contextmanager
-def _cache(path: Path) -> Iterator[None]:
-    old = os.environ.get("HARNESS_CACHE")
-    os.environ["HARNESS_CACHE"] = str(path)
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("HARNESS_CACHE", None)
-        else:
-            os.environ["HARNESS_CACHE"] = old
-
-
 def run_retriever(
     retriever: type[Retriever],
     params: dict[str, Any] | None,
@@ -144,12 +131,14 @@ def run_retriever(
     split: str = "test",
     metrics: Sequence[str] = ("hit@1", "mrr"),
     fresh: bool = True,
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> Any:
     """One run of ``retriever`` with ``params`` through the real resolver and runner; returns
     the outcome (``.row`` is the leaderboard row, ``.run_dir`` its directory, ``.notes`` what
     the runner healed). ``also`` registers retrievers it uses; ``presets`` adds registry
     entries by name (``{"first": {"plugin": "bm25", "params": {...}}}``); ``plugins`` registers
-    further plugins (another dataset, say). The cache and outputs live under ``tmp_path``."""
+    further plugins (another dataset, say). Outputs live under ``tmp_path``, and so does the
+    cache unless ``cache_dir`` is given."""
     from harness.run.resolve import resolve
     from harness.run.runner import Runner
 
@@ -158,8 +147,8 @@ def run_retriever(
     entries = {"under-test": RetrieverEntry(plugin=retriever.name, params=dict(params or {}))}
     entries.update({name: RetrieverEntry(**entry) for name, entry in (presets or {}).items()})
     spec = resolve(Registry(retrievers=entries), manager, "under-test", dataset, split, k, list(metrics))
-    with _cache(tmp / "cache"):
-        return Runner(manager, output_dir=tmp / "runs", device="cpu", fresh=fresh).run(spec)
+    runner = Runner(manager, output_dir=tmp / "runs", device="cpu", fresh=fresh, cache_dir=cache_dir or tmp / "cache")
+    return runner.run(spec)
 
 
 def check_retriever(
@@ -168,12 +157,14 @@ def check_retriever(
     tmp_path: str | os.PathLike[str],
     **options: Any,
 ) -> list[dict[str, Any]]:
-    """Run ``retriever`` with ``params`` twice, from scratch (fresh caches and outputs), and
-    check the retriever contract; return the rankings (``{"qid", "ids", "scores"}`` per
-    query). Takes the keyword arguments of :func:`run_retriever`."""
+    """Run ``retriever`` with ``params`` twice and check the retriever contract; return the
+    rankings (``{"qid", "ids", "scores"}`` per query). The first run starts from an empty
+    cache, the second reads what the first cached (fresh outputs both times): both must rank
+    alike. Takes the keyword arguments of :func:`run_retriever`."""
     results, outcomes = [], []
+    cache = Path(tmp_path) / "cache"
     for attempt in ("first", "second"):
-        outcome = run_retriever(retriever, params, Path(tmp_path) / attempt, **options)
+        outcome = run_retriever(retriever, params, Path(tmp_path) / attempt, cache_dir=cache, **options)
         healed = [note for note in outcome.notes if note.startswith("dropped")]
         assert not healed, f"the runner had to clean the rankings: {healed}"
         outcomes.append(outcome)
@@ -192,7 +183,7 @@ def check_retriever(
         assert all(np.isfinite(scores)), f"query {ranking['qid']}: scores {scores}"
         assert all(a >= b for a, b in itertools.pairwise(scores)), f"not sorted: {scores}"
     assert [(r["ids"], r["scores"]) for r in first] == [(r["ids"], r["scores"]) for r in second], (
-        "two fresh runs of the same configuration ranked differently"
+        "a run from the cache ranked differently from the run that filled it"
     )
     assert outcomes[0].row.config_hash == outcomes[1].row.config_hash, "one configuration, two hashes"
     return first

@@ -100,10 +100,10 @@ class PluginManager:
         self.pm.hook.add_hookspecs.call_historic(kwargs={"manager": self})
         for module_name in DEFAULT_PLUGINS:
             self.pm.register(importlib.import_module(module_name), name=module_name)
-        if load_entry_points:
+        if load_entry_points:  # what is installed, and the --plugins-dir files
             self._load_entry_points()
-        for directory in plugins_dirs():
-            self.load_directory(directory)
+            for directory in plugins_dirs():
+                self.load_directory(directory)
 
     # -- what plugins may add -----------------------------------------------------------
     def add_hookspecs(self, module: object) -> None:
