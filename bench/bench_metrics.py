@@ -20,7 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.metrics import BUILTIN_METRICS, evaluate, hit_matrix, parse_metrics
+from harness.metrics import evaluate, parse_metrics
+from harness.plugins.metric_families import BUILTIN_METRICS
+from harness.run.scoring import hit_matrix
 
 METRICS = ["hit@1", "hit@5", "recall@20", "recall@100", "precision@10", "mrr", "stark_map@100", "ndcg@10", "rprecision"]
 

@@ -22,13 +22,14 @@ import numpy as np
 from harness.dataset import Dataset
 from harness.leaderboard.bundles import bundle, collect
 from harness.leaderboard.validate import validate
-from harness.metrics import evaluate, hit_matrix, parse_metrics
+from harness.metrics import evaluate, parse_metrics
 from harness.plugins import get_plugin_manager
 from harness.plugins.hookspecs import hookimpl
 from harness.queries import Query, QuerySet
 from harness.retriever import BuildContext, Ranking, Retriever
 from harness.run import Runner, resolve
 from harness.run.registry import parse_registry
+from harness.run.scoring import hit_matrix
 from harness.skb import SKB
 from harness.trec import read_run
 

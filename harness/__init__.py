@@ -58,21 +58,21 @@ _EXPORTS: dict[str, str] = {
     "Metric": "harness.metrics",
     # statistics of a query set (what `harness stats` reports)
     "query_set_statistics": "harness.analysis.stats",
-    # caches and files (see docs/caching.md)
+    # files (atomic writes, locks, hashing) and caches keyed by content (harness.caches)
     "cache_root": "harness.io",
     "stable_hash": "harness.io",
     "atomic_write": "harness.io",
     "atomic_dir": "harness.io",
     "write_json": "harness.io",
     "exclusive": "harness.io",
-    "file_digest": "harness.io",
-    "sha256_file": "harness.io",
-    "directory_digest": "harness.io",
-    "documents_identity": "harness.io",
-    "entry_lock": "harness.io",
-    "verified_entry": "harness.io",
-    "write_manifest": "harness.io",
-    "discard_entry": "harness.io",
+    "file_digest": "harness.caches",
+    "sha256_file": "harness.caches",
+    "directory_digest": "harness.caches",
+    "documents_identity": "harness.caches",
+    "entry_lock": "harness.caches",
+    "verified_entry": "harness.caches",
+    "write_manifest": "harness.caches",
+    "discard_entry": "harness.caches",
     # calling remote APIs
     "RetryPolicy": "harness.retry",
     "Retryable": "harness.retry",
@@ -99,24 +99,19 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at runtime the names load on first use
     from harness.analysis.stats import query_set_statistics
-    from harness.dataset import Dataset
-    from harness.errors import HarnessError
-    from harness.io import (
-        atomic_dir,
-        atomic_write,
-        cache_root,
+    from harness.caches import (
         directory_digest,
         discard_entry,
         documents_identity,
         entry_lock,
-        exclusive,
         file_digest,
         sha256_file,
-        stable_hash,
         verified_entry,
-        write_json,
         write_manifest,
     )
+    from harness.dataset import Dataset
+    from harness.errors import HarnessError
+    from harness.io import atomic_dir, atomic_write, cache_root, exclusive, stable_hash, write_json
     from harness.metrics import Metric
     from harness.options import DocumentOptions, Options, parse_options
     from harness.plugins import lookup

@@ -66,7 +66,7 @@ class BuildContext:
 
     Attributes:
         cache_dir: a directory the retriever may keep caches in (indexes, embeddings);
-            key file names by content (see ``harness.io.stable_hash``).
+            key file names by content (``harness.stable_hash``; ``harness.caches`` verifies entries).
         device: "cpu" or "cuda" (already resolved from ``--device auto``).
         progress: ``progress(description, total)`` returns a task to ``advance()``.
         build_retriever: builds another retriever by registry or plugin name on the same SKB

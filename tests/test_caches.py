@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import harness.io
-from harness.io import file_digest, verify_manifest, write_manifest
+import harness.caches
+from harness.caches import file_digest, verify_manifest, write_manifest
 
 # -- digests and manifests ------------------------------------------------------------------
 
@@ -18,16 +18,16 @@ def test_file_digest_reads_a_file_once_per_state(tmp_path: Path, monkeypatch: py
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(b"\x01" * 4096)
     reads: list[str] = []
-    real = harness.io.sha256_file
+    real = harness.caches.sha256_file
 
     def counting(path: os.PathLike[str]) -> str:
         reads.append(os.fspath(path))
         return real(path)
 
-    monkeypatch.setattr(harness.io, "sha256_file", counting)
+    monkeypatch.setattr(harness.caches, "sha256_file", counting)
     first = file_digest(weights)
     assert file_digest(weights) == first and len(reads) == 1
-    harness.io._DIGESTS.clear()  # a later run: the memo on disk answers
+    harness.caches._DIGESTS.clear()  # a later run: the memo on disk answers
     assert file_digest(weights) == first and len(reads) == 1
     weights.write_bytes(b"\x02" * 4096)  # same size, other bytes
     assert file_digest(weights) != first and len(reads) == 2

@@ -10,7 +10,9 @@ import pytest
 from official import official_evaluator
 
 from harness.errors import HarnessError
-from harness.metrics import BUILTIN_METRICS, evaluate, hit_matrix, parse_metrics
+from harness.metrics import evaluate, parse_metrics
+from harness.plugins.metric_families import BUILTIN_METRICS
+from harness.run.scoring import hit_matrix
 
 FAMILIES = {m.family: m for m in BUILTIN_METRICS}
 CUTOFFS = (1, 3, 5, 10, 20, 50, 100)

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from official import ir_measures, pytrec_eval
 
-from harness.metrics import BUILTIN_METRICS, parse_metrics
+from harness.metrics import parse_metrics
+from harness.plugins.metric_families import BUILTIN_METRICS
 
 FAMILIES = {m.family: m for m in BUILTIN_METRICS}
 #: trec_eval measure (without its cut-off) → ir_measures' name for it.

@@ -25,8 +25,9 @@ def evaluate_cmd(run_file: str, qrels: str, metrics: str, per_query: bool, fmt: 
     that share a name with a trec_eval measure have its definition. Every query in the qrels
     is evaluated and a query missing from the run scores 0 (trec_eval -c).
     """
-    from harness.metrics import evaluate, hit_matrix, means, parse_metrics
+    from harness.metrics import evaluate, means, parse_metrics
     from harness.plugins import get_plugin_manager
+    from harness.run.scoring import hit_matrix
     from harness.trec import read_grades, read_run
 
     metric_objs = parse_metrics(metrics, get_plugin_manager().components.by_kind["metric"])

@@ -246,10 +246,11 @@ def _recompute(
     datasets: _Datasets,
     result: Validation,
 ) -> None:
-    from harness.metrics import METRICS_VERSION, evaluate, hit_matrix, means, parse_metrics
+    from harness.metrics import METRICS_VERSION, evaluate, means, parse_metrics
     from harness.plugins import get_plugin_manager
     from harness.queries import sample
     from harness.run.checks import candidate_mask
+    from harness.run.scoring import hit_matrix
     from harness.trec import read_run
 
     if row.versions.metrics != METRICS_VERSION:

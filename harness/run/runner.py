@@ -31,7 +31,7 @@ import numpy as np
 from harness.dataset import Dataset
 from harness.errors import HarnessError
 from harness.io import atomic_write, exclusive, leaderboard_lock, stable_hash, write_json
-from harness.metrics import METRICS_VERSION, evaluate, hit_matrix, means, parse_metrics
+from harness.metrics import METRICS_VERSION, evaluate, means, parse_metrics
 from harness.plugins import using
 from harness.queries import Query, sample
 from harness.retriever import BuildContext, ProgressFactory, ProgressTask, Retriever
@@ -48,6 +48,7 @@ from harness.run.checks import (
 from harness.run.record import Latency, LeaderboardRow, hardware, versions
 from harness.run.registry import Registry
 from harness.run.resolve import Component, RunSpec, resolve_device
+from harness.run.scoring import hit_matrix
 from harness.skb import SKB
 from harness.trec import write_qrels, write_run
 
