@@ -1,6 +1,10 @@
-"""Helpers the tests share: fake API servers on 127.0.0.1, small SKBs, a tiny dataset.
+"""Helpers the tests share: fake API servers on 127.0.0.1, small SKBs, a tiny dataset, a fake
+retriever.
 
-Importable from any test (``from helpers import serve``): pytest puts ``tests/`` on the path.
+Importable from any test, core or plugin (``from helpers import serve``): pytest puts
+``tests/`` on the path. Core tests use fakes only: ``OverlapRetriever`` and ``TinyDataset``
+here, or the plugin authors' kit in ``harness.testing``; ``debian_slice`` is for the tests of
+first-party plugins, which have the Debian dataset installed beside them.
 """
 
 from __future__ import annotations
@@ -65,7 +69,11 @@ def serve(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
 
 
 def tiny_skb() -> SKB:
-    """Five products, two brands: small enough to reason about by hand."""
+    """Five products, two brands: small enough to reason about by hand.
+
+    Plainer than ``harness.testing.tiny_skb`` (no multi-edge, self-loop, unicode or list
+    field): the documents, neighbours, counts and scores the tests expect were worked out by
+    hand on this one, so it stays as it is."""
     names = ["red kettle", "blue kettle", "green teapot", "steel pan", "copper pot", "Acme", "Globex"]
     fields = [
         {"description": "an electric kettle in red, boils water fast"},
@@ -95,7 +103,7 @@ def tiny_skb() -> SKB:
 
 def debian_slice(step: int, count: int) -> SKB:
     """Every ``step``-th of the Debian packages, ``count`` of them, as a text-only SKB: real
-    documents, quick to index."""
+    documents, quick to index. Needs the Debian plugin: for first-party plugins' tests only."""
     from harness_debian import DebianDataset
 
     skb = DebianDataset().load_skb()
@@ -114,7 +122,13 @@ def debian_slice(step: int, count: int) -> SKB:
 
 
 class TinyDataset(Dataset):
-    """A dataset plugin built in the tests, registered like a third party's."""
+    """A dataset plugin built in the tests, registered like a third party's (the root
+    conftest's ``tiny_plugins``).
+
+    Unlike ``harness.testing.TinyDataset`` it takes its queries as a parameter (tests that
+    check how bad answer ids or a query set's changes are handled give their own), and its
+    default is the four hand-checked queries over :func:`tiny_skb` whose scores, counts and
+    config hashes tests assert. Both are named "tiny": register one or the other, never both."""
 
     name = "tiny"
 

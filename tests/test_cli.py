@@ -10,11 +10,81 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers import OverlapRetriever
 
 import harness
 from harness.cli import cli
+from harness.plugins import PluginManager, get_plugin_manager, reset_plugin_manager
+from harness.testing import TinyDataset
 
-REPO = Path(__file__).resolve().parent.parent
+PRESETS = """
+defaults: {dataset: tiny, retriever: overlap, split: test, k: 3, metrics: [hit@1, mrr]}
+datasets:
+  tiny: {plugin: tiny, splits: [train, test]}
+retrievers:
+  overlap: {plugin: overlap}
+  overlap-relations: {plugin: overlap, params: {with_relations: true}}
+  overlap-strict: {plugin: overlap, params: {min_overlap: 2}}
+conditions:
+  - name: overlap/tiny/test
+    retriever: overlap
+    dataset: tiny
+    split: test
+    k: 3
+    expected: {hit@1: 0.666667, mrr: 0.666667}
+    tolerance: 0.0001
+  - name: overlap/tiny/train
+    retriever: overlap
+    dataset: tiny
+    split: train
+    k: 3
+    expected: {hit@1: 1.0, mrr: 1.0}
+    tolerance: 0.0001
+"""
+
+
+class Unreachable(harness.Dataset):
+    """A dataset whose files are missing, as a real one's are before they are downloaded."""
+
+    name = "unreachable"
+
+    def load_skb(self) -> harness.SKB:
+        raise harness.HarnessError("the unreachable data directory /nowhere does not exist")
+
+    def load_queries(self) -> harness.QuerySet:
+        raise harness.HarnessError("the unreachable data directory /nowhere does not exist")
+
+
+class FakePlugin:
+    """What a plugin package ships: a dataset, a retriever, presets with conditions."""
+
+    def __init__(self, presets: Path) -> None:
+        self.presets = presets
+
+    @harness.hookimpl
+    def register_datasets(self, register):  # type: ignore[no-untyped-def]
+        register(TinyDataset)
+        register(Unreachable)
+
+    @harness.hookimpl
+    def register_retrievers(self, register):  # type: ignore[no-untyped-def]
+        register(OverlapRetriever)
+
+    @harness.hookimpl
+    def register_presets(self, register):  # type: ignore[no-untyped-def]
+        register(self.presets)
+
+
+@pytest.fixture
+def fake_plugin(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> PluginManager:
+    """The process-wide plugin manager with no installed plugin, and :class:`FakePlugin`."""
+    monkeypatch.setenv("HARNESS_PLUGINS", "")
+    reset_plugin_manager()
+    presets = tmp_path_factory.mktemp("fake-plugin") / "presets.yaml"
+    presets.write_text(PRESETS)
+    manager = get_plugin_manager()
+    manager.register(FakePlugin(presets), "fake-plugin")
+    return manager
 
 
 def invoke(*args: str) -> tuple[int, str, str]:
@@ -22,39 +92,42 @@ def invoke(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
+@pytest.mark.usefixtures("fake_plugin")
 def test_default_run_dry_run_and_check(tmp_path: Path) -> None:
     code, out, _ = invoke("run", "--dry-run")
-    assert code == 0 and "would run bm25 on debian/test (k=100)" in out and "condition bm25/debian/test" in out
+    assert code == 0 and "would run overlap on tiny/test (k=3)" in out and "condition overlap/tiny/test" in out
     code, out, _ = invoke("run", "--all", "--dry-run", "--format", "json")
     runs = [d["run"] for d in json.loads(out)]
-    assert runs[:2] == ["bm25 on debian/val (k=100)", "bm25 on debian/test (k=100)"]
-    assert "bm25 on stark-prime/human-generated (k=100)" in runs and len(runs) == 8
+    assert runs == ["overlap on tiny/train (k=3)", "overlap on tiny/test (k=3)"]
     code, out, _ = invoke("run", "--check", "--format", "json")
     assert code == 0, out
     result = json.loads(out)[0]
-    assert all(c["ok"] for c in result["checks"]) and len(result["checks"]) == 4
+    assert all(c["ok"] for c in result["checks"]) and len(result["checks"]) == 2
     # the run directory holds the row; nothing is written into a leaderboard unless asked
     assert result["row_path"] is None and not (tmp_path / "leaderboard").exists()
     assert (Path(result["run_dir"]) / "row.json").exists() and (Path(result["run_dir"]) / "qrels.trec").exists()
 
 
+@pytest.mark.usefixtures("fake_plugin")
 def test_check_fails_when_expected_scores_are_missed(tmp_path: Path) -> None:
     _, out, _ = invoke("list", "--format", "json")
-    [condition] = [c for c in json.loads(out)["conditions"] if c["name"] == "bm25/debian/test"]
+    [condition] = [c for c in json.loads(out)["conditions"] if c["name"] == "overlap/tiny/test"]
     condition["expected"]["hit@1"] = 0.9
     (tmp_path / "registry.yaml").write_text(json.dumps({"conditions": [condition]}))  # ./registry.yaml wins
     code, out, _ = invoke("run", "--check")
     assert code == 1 and "FAIL hit@1: expected 0.9000" in out and "OK mrr" in out
 
 
-def test_all_keeps_going_when_one_dataset_cannot_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("STARK_DATA_DIR", str(tmp_path / "no-such-dir"))
+@pytest.mark.usefixtures("fake_plugin")
+def test_all_keeps_going_when_one_dataset_cannot_run(tmp_path: Path) -> None:
+    (tmp_path / "registry.yaml").write_text("datasets:\n  far: {plugin: unreachable, splits: [test, train]}\n")
     code, out, err = invoke("run", "--all", "--format", "json")
     assert code == 2
-    assert [r["row"]["dataset"]["name"] for r in json.loads(out)] == ["debian", "debian"]
-    assert "error: 6 of 8 runs failed" in err and "STaRK data directory" in err
+    assert [r["row"]["dataset"]["name"] for r in json.loads(out)] == ["tiny", "tiny"]
+    assert "error: 2 of 4 runs failed" in err and "unreachable data directory" in err
 
 
+@pytest.mark.usefixtures("fake_plugin")
 def test_errors_are_one_line_without_traceback() -> None:
     for args, message in [
         (["run", "--retriever", "nope"], "error: unknown retriever 'nope'; known: "),
@@ -69,46 +142,41 @@ def test_errors_are_one_line_without_traceback() -> None:
         assert "Traceback" not in err
 
 
+@pytest.mark.usefixtures("fake_plugin")
 def test_list_and_plugins() -> None:
     code, out, _ = invoke("list", "--format", "json")
     data = json.loads(out)
-    assert data["datasets"]["debian"]["splits"] == ["val", "test"]
-    assert {"bm25", "bm25-relations"} <= set(data["retrievers"])
+    assert data["datasets"]["tiny"]["splits"] == ["train", "test"]
+    assert set(data["retrievers"]) == {"overlap", "overlap-relations", "overlap-strict"}
     code, _, err = invoke("run", "--retriever", "nope")
-    assert ", bm25, " in err and "bm25-relations" in err
+    assert "known: overlap, overlap-relations, overlap-strict" in err
     assert {"hit@k", "recall@k", "mrr[@k]", "rprecision"} <= set(data["metrics"])
-    assert [c["name"] for c in data["conditions"]][:2] == ["bm25/debian/test", "bm25/debian/val"]
+    assert [c["name"] for c in data["conditions"]] == ["overlap/tiny/test", "overlap/tiny/train"]
     code, out, _ = invoke("list")
-    assert code == 0 and "conditions" in out
+    assert code == 0 and "conditions" in out and "overlap/tiny/train" in out
     code, out, _ = invoke("plugins", "--hook", "register_datasets")
-    assert [p["name"] for p in json.loads(out)] == ["debian", "stark"]
+    assert [p["name"] for p in json.loads(out)] == ["fake-plugin"]
 
 
-def test_describe_debian() -> None:
-    _, out, _ = invoke("describe", "debian", "--format", "json")
+@pytest.mark.usefixtures("fake_plugin")
+def test_describe_a_dataset() -> None:
+    _, out, _ = invoke("describe", "tiny", "--format", "json")
     info = json.loads(out)
-    assert info["nodes_by_type"]["package"] == info["candidates"] >= 20_000
-    assert set(info["edges_by_type"]) == {
-        "depends",
-        "recommends",
-        "suggests",
-        "same_source",
-        "maintained_by",
-        "in_section",
-        "tagged",
-    }
-    assert info["queries"]["val"] + info["queries"]["test"] >= 150
+    assert info["nodes_by_type"] == {"product": 5, "brand": 2} and info["candidates"] == 5
+    assert info["edges_by_type"] == {"made_by": 5, "similar": 3}
+    assert info["queries"] == {"test": 6, "train": 4}
 
 
+@pytest.mark.usefixtures("fake_plugin")
 def test_leaderboard_show_formats(tmp_path: Path) -> None:
     invoke("run", "--leaderboard", "board")
     code, out, _ = invoke("leaderboard", "show", "board", "--format", "markdown", "--metrics", "hit@1,mrr")
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == "| dataset | split | retriever | n | hit@1 | mrr | ms/query | regime | date |"
-    assert lines[2].startswith("| debian | test | bm25 | 111 | 55.86 | 68.82 |")
+    assert lines[2].startswith("| tiny | test | overlap | 6 | 66.67 | 66.67 |")
     code, out, _ = invoke("leaderboard", "show", "board")
-    assert code == 0 and "bm25" in out
+    assert code == 0 and "overlap" in out
     code, out, _ = invoke("leaderboard", "schema")
     assert json.loads(out)["title"] == "LeaderboardRow"
 
@@ -162,26 +230,13 @@ def test_the_built_in_commands_are_plugins() -> None:
     assert {"harness.cli.run", "harness.cli.inspect", "harness.cli.leaderboard", "harness.cli.submit"} <= builtin
 
 
-def test_all_runs_the_datasets_it_can_when_one_plugin_failed_to_load(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from helpers import TinyDataset
-
-    from harness.plugins import get_plugin_manager, reset_plugin_manager
-
-    class Tiny:
-        @harness.hookimpl
-        def register_datasets(self, register):  # type: ignore[no-untyped-def]
-            register(TinyDataset)
-
-    monkeypatch.setenv("HARNESS_PLUGINS", "bm25")  # no other plugin's datasets in --all
-    reset_plugin_manager()
-    get_plugin_manager().register(Tiny(), "tiny")
+@pytest.mark.usefixtures("fake_plugin")
+def test_all_runs_the_datasets_it_can_when_one_plugin_failed_to_load(tmp_path: Path) -> None:
     registry = tmp_path / "r.yaml"
     registry.write_text(
-        "defaults: {retriever: bm25, split: test, k: 3}\n"
+        "defaults: {retriever: overlap, split: test, k: 3}\n"
         "datasets:\n  gone: {plugin: gone-plugin, splits: [test]}\n  tiny: {plugin: tiny, splits: [test]}\n"
-        "retrievers:\n  bm25: {plugin: bm25}\n"
+        "retrievers:\n  overlap: {plugin: overlap}\n"
     )
     result = CliRunner().invoke(
         cli,
@@ -190,7 +245,7 @@ def test_all_runs_the_datasets_it_can_when_one_plugin_failed_to_load(
     assert result.exit_code == 2, result.output
     assert "1 of 2 runs failed" in result.output and "gone/test: unknown dataset 'gone-plugin'" in result.output
     assert (tmp_path / "runs").is_dir() and any(
-        p.name.startswith("tiny-test-bm25-") for p in (tmp_path / "runs").iterdir()
+        p.name.startswith("tiny-test-overlap-") for p in (tmp_path / "runs").iterdir()
     )
 
 
@@ -207,33 +262,35 @@ def test_a_plugin_exception_is_one_line_with_its_file_and_line(tmp_path: Path) -
         "        raise KeyError('no such field')\n\n"
         "@harness.hookimpl\n"
         "def register_retrievers(register):\n"
-        "    register(Boom)\n"
+        "    register(Boom)\n\n"
+        "@harness.hookimpl\n"
+        "def register_datasets(register):\n"
+        "    from harness.testing import TinyDataset\n\n"
+        "    register(TinyDataset)\n"
     )
     harness = str(Path(sys.executable).with_name("harness"))
-    args = [harness, "--plugins-dir", "plugins", "run", "-r", "boom", "--split", "val", "--sample", "0.05"]
-    short = subprocess.run(args, capture_output=True, text=True, cwd=tmp_path)
+    args = [
+        harness,
+        "--plugins-dir",
+        "plugins",
+        "run",
+        "-r",
+        "boom",
+        "-d",
+        "tiny",
+        "--split",
+        "train",
+        "--sample",
+        "0.5",
+    ]
+    env = {**os.environ, "HARNESS_PLUGINS": ""}  # the file's plugin alone
+    short = subprocess.run(args, capture_output=True, text=True, cwd=tmp_path, env=env)
     assert short.returncode == 2
     last = short.stderr.strip().splitlines()[-1]
     assert last.startswith("error: retriever 'boom' failed on queries") and "KeyError" in last
     assert last.endswith(f"(at {plugin}:8 in search)") and "Traceback" not in short.stderr
-    full = subprocess.run([harness, "--traceback", *args[1:]], capture_output=True, text=True, cwd=tmp_path)
+    full = subprocess.run([harness, "--traceback", *args[1:]], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert "Traceback (most recent call last)" in full.stderr and full.returncode == 2
-
-
-def test_the_readme_commands_leave_a_fresh_clone_clean(tmp_path: Path) -> None:
-    """`harness run` then the test command, on a fresh clone: no tracked file changes, and the
-    curated leaderboard refuses a direct write."""
-    clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
-    harness = [sys.executable, "-c", "from harness.cli import main; main()"]
-    ran = subprocess.run([*harness, "run", "--split", "val"], cwd=clone, capture_output=True, text=True)
-    assert ran.returncode == 0, ran.stderr
-    status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True)
-    assert status.stdout == ""
-    refused = subprocess.run(
-        [*harness, "run", "--split", "val", "--leaderboard", "leaderboard"], cwd=clone, capture_output=True, text=True
-    )
-    assert refused.returncode == 2 and "is a curated leaderboard" in refused.stderr
 
 
 # -- single-file plugins, and what `list` shows -------------------------------------------------

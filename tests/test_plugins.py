@@ -159,7 +159,7 @@ def test_unknown_component_lists_known_ones(tiny_plugins: PluginManager) -> None
         tiny_plugins.components.get("retriever", "nope")
 
 
-FUTURE = '''from __future__ import annotations
+FUTURE = """from __future__ import annotations
 
 from typing import Literal
 
@@ -184,7 +184,7 @@ class Modes(harness.Retriever):
 @harness.hookimpl
 def register_retrievers(register):
     register(Modes)
-'''
+"""
 
 
 def test_a_plugins_directory_file_may_postpone_annotations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

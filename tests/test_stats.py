@@ -1,4 +1,5 @@
-"""Query-set statistics: hand-checked definitions, and STaRK's own numbers on its real query sets."""
+"""Query-set statistics: hand-checked definitions, and a query set read from a directory.
+(STaRK's own numbers on its real query sets: integration/test_stark_statistics.py.)"""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import needs_stark_data, stark_data_dir
 
 from harness.analysis.stats import query_set_statistics, shannon_entropy, type_token_ratio
 from harness.cli import cli
@@ -33,23 +33,6 @@ def test_definitions_by_hand() -> None:
     assert stats["all"]["answers_per_query"]["max"] == 40 and stats["all"]["answers_per_query"]["min"] == 1
     assert stats["all"]["share_with_more_than_30_answers"] == pytest.approx(1 / 3)
     assert stats["splits"][HUMAN_SPLIT]["words"] == 4
-
-
-@needs_stark_data
-@pytest.mark.parametrize(("name", "entropy"), [("amazon", 10.39), ("mag", 10.25), ("prime", 9.63)])
-def test_stark_query_sets_have_the_papers_entropy(name: str, entropy: float, tmp_path: Path) -> None:
-    png = tmp_path / f"{name}.png"
-    result = CliRunner().invoke(
-        cli,
-        ["stats", f"stark-{name}", "--data-dir", str(stark_data_dir()), "--format", "json", "--png", str(png)],
-        catch_exceptions=False,
-    )
-    assert result.exit_code == 0, result.output
-    stats = json.loads(result.stdout)
-    assert round(stats["all"]["shannon_entropy"], 2) == entropy  # STaRK paper, Table 5
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    if name == "amazon":  # "about 22% of the answers have more than 30 entities" (§2.5)
-        assert round(stats["all"]["share_with_more_than_30_answers"], 2) == 0.22
 
 
 def test_stats_of_a_query_set_directory(tmp_path: Path) -> None:

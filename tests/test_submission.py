@@ -1,5 +1,5 @@
-"""Submissions end to end: real BM25 runs bundled, validated (metrics recomputed from the TREC
-runs), merged into a leaderboard; tampered, malformed and duplicate submissions refused with a
+"""Submissions end to end: runs of a fake retriever bundled, validated (metrics recomputed from
+the TREC runs), merged into a leaderboard; tampered, malformed and duplicate submissions refused with a
 reason and the leaderboard left byte for byte as it was."""
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from helpers import REPO
 from pydantic import Field, model_validator
 
 import harness
@@ -26,22 +25,22 @@ from harness.leaderboard.bundles import bundle, collect
 from harness.leaderboard.merge import merge
 from harness.leaderboard.rows import LeaderboardRow, read_rows, row_path
 from harness.leaderboard.validate import validate
-from harness.plugins import PluginManager, get_plugin_manager
+from harness.plugins import PluginManager, get_plugin_manager, reset_plugin_manager
 from harness.run import Runner, resolve
 from harness.run.registry import parse_registry
 
 REGISTRY = """
-defaults: {dataset: tiny, retriever: bm25, split: test, k: 3}
+defaults: {dataset: tiny, retriever: overlap, split: test, k: 3}
 datasets:
   tiny: {plugin: tiny, splits: [test]}
 retrievers:
-  bm25: {plugin: bm25, params: {k1: %s}}
-  bm25-strong: {plugin: bm25, params: {k1: 2.0, b: 1.0}}
+  overlap: {plugin: overlap, params: {min_overlap: %s}}
+  overlap-strict: {plugin: overlap, params: {with_relations: true, min_overlap: 3}}
 """
 
 
-def _run(plugins: PluginManager, out: Path, retriever: str = "bm25", k1: float = 0.9) -> Path:
-    registry = parse_registry(REGISTRY % k1, "test-registry.yaml")
+def _run(plugins: PluginManager, out: Path, retriever: str = "overlap", min_overlap: int = 1) -> Path:
+    registry = parse_registry(REGISTRY % min_overlap, "test-registry.yaml")
     spec = resolve(registry, plugins, retriever, metrics=["hit@1", "recall@3", "mrr"])
     return Runner(plugins, output_dir=out, leaderboard_dir=None, device="cpu").run(spec).run_dir
 
@@ -49,9 +48,9 @@ def _run(plugins: PluginManager, out: Path, retriever: str = "bm25", k1: float =
 @pytest.fixture
 def runs(tiny_plugins: PluginManager, tmp_path: Path) -> dict[str, Path]:
     return {
-        "bm25": _run(tiny_plugins, tmp_path / "runs"),
-        "bm25-strong": _run(tiny_plugins, tmp_path / "runs", "bm25-strong"),
-        "bm25-k1.5": _run(tiny_plugins, tmp_path / "other-runs", k1=1.5),
+        "overlap": _run(tiny_plugins, tmp_path / "runs"),
+        "overlap-strict": _run(tiny_plugins, tmp_path / "runs", "overlap-strict"),
+        "overlap-min2": _run(tiny_plugins, tmp_path / "other-runs", min_overlap=2),
     }
 
 
@@ -63,22 +62,9 @@ def _validate(path: Path, tmp_path: Path) -> list:
     return validate(collect(path, tmp_path / "unpacked"))
 
 
-def test_committed_leaderboard_validates_from_its_own_files(tmp_path: Path) -> None:
-    """Every published row is recomputed from the TREC run the leaderboard keeps for it."""
-    results = _validate(REPO / "leaderboard", tmp_path)
-    files = list((REPO / "leaderboard" / "rows").rglob("*.json"))
-    assert len(results) == len(files) > 0
-    assert [r.problems for r in results if not r.ok] == []
-    for result in results:
-        assert result.checks[-1].startswith("metrics recomputed from")
-        assert not Path(result.row.run_dir).is_absolute()
-    # the sampled LLM rows are checked against the seeded sample
-    assert any(r.row.sample for r in results)
-
-
 def test_submit_validate_merge_round_trip(runs: dict[str, Path], tmp_path: Path) -> None:
     archive = tmp_path / "submission.tar.gz"
-    manifest = bundle([runs["bm25"], runs["bm25-strong"]], archive)
+    manifest = bundle([runs["overlap"], runs["overlap-strict"]], archive)
     assert len(manifest["runs"]) == 2 and manifest["environment"]["packages"]["stark-harness"]
     with tarfile.open(archive) as tar:
         names = tar.getnames()
@@ -89,7 +75,7 @@ def test_submit_validate_merge_round_trip(runs: dict[str, Path], tmp_path: Path)
     actions = merge([archive], board)
     assert sorted(a.kind for a in actions) == ["added", "added"]
     rows = read_rows(board)
-    assert {r.retriever.name for r in rows} == {"bm25", "bm25-strong"}
+    assert {r.retriever.name for r in rows} == {"overlap", "overlap-strict"}
     for row in rows:  # the leaderboard keeps the per-query results, compressed
         run_dir = board / row.run_dir
         assert (run_dir / "per_query.jsonl").is_file() and (run_dir / "run.trec.gz").is_file()
@@ -105,7 +91,7 @@ def test_submit_validate_merge_round_trip(runs: dict[str, Path], tmp_path: Path)
     changelog = (board / "CHANGELOG.md").read_text()
     assert changelog.count("\n## ") == 2
     assert changelog.index("2 replaced") < changelog.index("2 added")  # newest first
-    assert "submission.tar.gz" in changelog and "**bm25-strong**" in changelog
+    assert "submission.tar.gz" in changelog and "**overlap-strict**" in changelog
 
 
 def _edit_json(path: Path, change: Callable[[dict], None]) -> None:
@@ -142,7 +128,7 @@ def _swap_ranks(run: Path) -> None:
 
 
 def _change_params(run: Path) -> None:
-    _edit_json(run / "config.json", lambda c: c["retriever"]["params"].update(k1=5.0))
+    _edit_json(run / "config.json", lambda c: c["retriever"]["params"].update(min_overlap=5))
 
 
 def _rehashed_unknown_dataset(run: Path) -> None:
@@ -195,17 +181,17 @@ def test_tampered_runs_are_refused_and_the_leaderboard_is_unchanged(
     name: str, runs: dict[str, Path], tmp_path: Path
 ) -> None:
     board = tmp_path / "leaderboard"
-    merge([runs["bm25-strong"]], board)
+    merge([runs["overlap-strict"]], board)
     before = _snapshot(board)
     tamper, reason = TAMPERING[name]
-    copy = tmp_path / "submitted" / runs["bm25"].name
-    shutil.copytree(runs["bm25"], copy)
+    copy = tmp_path / "submitted" / runs["overlap"].name
+    shutil.copytree(runs["overlap"], copy)
     tamper(copy)
     results = _validate(copy, tmp_path)
     assert not results[0].ok
     assert reason in "; ".join(results[0].problems)
     with pytest.raises(HarnessError, match="merge refused") as caught:
-        merge([copy, runs["bm25-strong"]], board)  # one bad run refuses the whole merge
+        merge([copy, runs["overlap-strict"]], board)  # one bad run refuses the whole merge
     assert reason in str(caught.value) and "unchanged" in str(caught.value)
     assert _snapshot(board) == before
     with pytest.raises(HarnessError, match="do not validate"):
@@ -224,7 +210,7 @@ def _archive_with(path: Path, members: dict[str, bytes]) -> Path:
 
 def test_tampered_or_unsafe_archives_are_refused(runs: dict[str, Path], tmp_path: Path) -> None:
     archive = tmp_path / "good.tar.gz"
-    bundle([runs["bm25"]], archive)
+    bundle([runs["overlap"]], archive)
     with tarfile.open(archive) as tar:
         members = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
     board = tmp_path / "leaderboard"
@@ -249,27 +235,27 @@ def test_tampered_or_unsafe_archives_are_refused(runs: dict[str, Path], tmp_path
 
 def test_conflicting_duplicate_is_refused_unless_superseded(runs: dict[str, Path], tmp_path: Path) -> None:
     board = tmp_path / "leaderboard"
-    merge([runs["bm25"]], board)
+    merge([runs["overlap"]], board)
     before = _snapshot(board)
     with pytest.raises(HarnessError, match="conflicting duplicates") as caught:
-        merge([runs["bm25-k1.5"]], board)
+        merge([runs["overlap-min2"]], board)
     assert "retriever.params" in str(caught.value) and "--supersede" in str(caught.value)
     assert _snapshot(board) == before
     old_run = board / read_rows(board)[0].run_dir
 
-    actions = merge([runs["bm25-k1.5"]], board, supersede=True)
+    actions = merge([runs["overlap-min2"]], board, supersede=True)
     assert [a.kind for a in actions] == ["superseded"]
     rows = read_rows(board)
-    assert len(rows) == 1 and rows[0].retriever.params["k1"] == 1.5
+    assert len(rows) == 1 and rows[0].retriever.params["min_overlap"] == 2
     assert not old_run.exists()  # the replaced row's per-query results go with it
 
     # within one submission: the same run twice, or two configurations under one name
-    results = validate(collect(runs["bm25"], tmp_path / "a") + collect(runs["bm25"], tmp_path / "b"))
+    results = validate(collect(runs["overlap"], tmp_path / "a") + collect(runs["overlap"], tmp_path / "b"))
     assert results[0].ok and "duplicate" in results[1].problems[0]
-    results = validate(collect(runs["bm25"], tmp_path / "c") + collect(runs["bm25-k1.5"], tmp_path / "d"))
+    results = validate(collect(runs["overlap"], tmp_path / "c") + collect(runs["overlap-min2"], tmp_path / "d"))
     assert "conflict" in results[1].problems[0]
     with pytest.raises(HarnessError, match="conflict"):
-        merge([runs["bm25"], runs["bm25-k1.5"]], tmp_path / "fresh")
+        merge([runs["overlap"], runs["overlap-min2"]], tmp_path / "fresh")
     assert not (tmp_path / "fresh").exists()
 
 
@@ -279,7 +265,7 @@ def test_a_merge_that_fails_midway_leaves_nothing_behind(
     import harness.leaderboard.merge
 
     board = tmp_path / "leaderboard"
-    merge([runs["bm25"]], board)
+    merge([runs["overlap"]], board)
     before = _snapshot(board)
 
     def crash(*args: object) -> None:
@@ -287,7 +273,7 @@ def test_a_merge_that_fails_midway_leaves_nothing_behind(
 
     monkeypatch.setattr(harness.leaderboard.merge, "_write_changelog", crash)
     with pytest.raises(OSError, match="disk full"):
-        merge([runs["bm25-strong"]], board)
+        merge([runs["overlap-strict"]], board)
     assert _snapshot(board) == before
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".merge")] == []  # no staging copy left
 
@@ -295,7 +281,7 @@ def test_a_merge_that_fails_midway_leaves_nothing_behind(
 def test_cli_submit_validate_merge(runs: dict[str, Path], tmp_path: Path) -> None:
     cli_runner = CliRunner()
     archive = tmp_path / "sub.tar.gz"
-    result = cli_runner.invoke(cli, ["submit", str(runs["bm25"]), str(runs["bm25-strong"]), "-o", str(archive)])
+    result = cli_runner.invoke(cli, ["submit", str(runs["overlap"]), str(runs["overlap-strict"]), "-o", str(archive)])
     assert result.exit_code == 0, result.output
     assert "2 runs" in result.output
     result = cli_runner.invoke(cli, ["leaderboard", "validate", str(archive), "--format", "json"])
@@ -303,22 +289,32 @@ def test_cli_submit_validate_merge(runs: dict[str, Path], tmp_path: Path) -> Non
     assert [r["ok"] for r in json.loads(result.output)] == [True, True]
     result = cli_runner.invoke(cli, ["leaderboard", "merge", str(archive), "--into", str(tmp_path / "lb")])
     assert result.exit_code == 0, result.output
-    assert "added tiny/test bm25 " in result.output
+    assert "added tiny/test overlap " in result.output
 
-    _inflate_row(runs["bm25"])
-    result = cli_runner.invoke(cli, ["leaderboard", "validate", str(runs["bm25"])])
+    _inflate_row(runs["overlap"])
+    result = cli_runner.invoke(cli, ["leaderboard", "validate", str(runs["overlap"])])
     assert result.exit_code == 1
     assert "FAIL" in result.output and "per-query values average" in result.output
-    result = cli_runner.invoke(cli, ["submit", str(runs["bm25"]), "-o", str(tmp_path / "x.tar.gz")])
+    result = cli_runner.invoke(cli, ["submit", str(runs["overlap"]), "-o", str(tmp_path / "x.tar.gz")])
     assert result.exit_code == 2 and "do not validate" in result.output
     result = cli_runner.invoke(cli, ["leaderboard", "validate", str(tmp_path)])
     assert result.exit_code == 2 and "not a submission archive" in result.output
-    result = cli_runner.invoke(cli, ["leaderboard", "validate", str(runs["bm25"] / "row.json")])
+    result = cli_runner.invoke(cli, ["leaderboard", "validate", str(runs["overlap"] / "row.json")])
     assert result.exit_code == 2 and "a row alone cannot be checked" in result.output
 
 
-def test_debian_run_submitted_merged_published_and_compared(tmp_path: Path) -> None:
-    """The contributor's and the maintainer's commands in order, on real BM25 over Debian."""
+@pytest.fixture
+def only_fake_plugins(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> PluginManager:
+    """The process-wide manager with the fake plugins alone, whatever else is installed."""
+    monkeypatch.setenv("HARNESS_PLUGINS", "")
+    reset_plugin_manager()
+    return request.getfixturevalue("tiny_plugins")
+
+
+def test_run_submitted_merged_validated_compared_and_published(
+    only_fake_plugins: PluginManager, runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """The contributor's and the maintainer's commands in order, from ``./registry.yaml``."""
     cli_runner = CliRunner()
 
     def invoke(*args: str) -> str:
@@ -326,30 +322,34 @@ def test_debian_run_submitted_merged_published_and_compared(tmp_path: Path) -> N
         assert result.exit_code == 0, result.output
         return result.output
 
-    invoke("run", "--no-leaderboard", "--output", "runs")
-    invoke("run", "-r", "bm25-relations", "--no-leaderboard", "--output", "runs")
-    invoke("submit", "runs", "-o", "debian.tar.gz")
-    out = invoke("leaderboard", "merge", "debian.tar.gz", "--into", "board")
-    assert "added debian/test bm25 " in out and "added debian/test bm25-relations " in out
+    (tmp_path / "registry.yaml").write_text(REGISTRY % 1)
+    metrics = "hit@1,recall@3,mrr"
+    invoke("run", "--no-leaderboard", "--output", "cli-runs", "--metrics", metrics)
+    invoke("run", "-r", "overlap-strict", "--no-leaderboard", "--output", "cli-runs", "--metrics", metrics)
+    invoke("submit", "cli-runs", "-o", "tiny.tar.gz")
+    out = invoke("leaderboard", "merge", "tiny.tar.gz", "--into", "board")
+    assert "added tiny/test overlap " in out and "added tiny/test overlap-strict " in out
     assert "2 of 2 rows valid" in invoke("leaderboard", "validate", "board")
     rows = {r.retriever.name: r for r in read_rows(tmp_path / "board")}
-    published = {r.retriever.name: r for r in read_rows(REPO / "leaderboard") if r.split == "test"}
-    # the same configuration as the published rows: same hash, same metrics to the last digit
-    for name in ("bm25", "bm25-relations"):
-        assert rows[name].config_hash == published[name].config_hash
-        assert {m: rows[name].metrics[m] for m in published[name].metrics} == published[name].metrics
+    # the same configuration as the runs made through the API: same hash, same metrics
+    for name in ("overlap", "overlap-strict"):
+        made = LeaderboardRow.model_validate_json((runs[name] / "row.json").read_text())
+        assert rows[name].config_hash == made.config_hash
+        assert rows[name].metrics == made.metrics
+    assert rows["overlap-strict"].metrics["mrr"] < rows["overlap"].metrics["mrr"]
     result = json.loads(
         invoke(
             "compare",
-            str(tmp_path / "board" / rows["bm25"].run_dir),
-            str(tmp_path / "board" / rows["bm25-relations"].run_dir),
+            str(tmp_path / "board" / rows["overlap"].run_dir),
+            str(tmp_path / "board" / rows["overlap-strict"].run_dir),
             "--format",
             "json",
         )
     )
-    assert result[0]["difference"] == pytest.approx(rows["bm25-relations"].metrics["mrr"] - rows["bm25"].metrics["mrr"])
+    difference = rows["overlap-strict"].metrics["mrr"] - rows["overlap"].metrics["mrr"]
+    assert result[0]["difference"] == pytest.approx(difference)
     invoke("leaderboard", "publish", "--from", "board", "--out", "site")
-    assert "bm25-relations" in (tmp_path / "site" / "markdown" / "debian-test.md").read_text()
+    assert "overlap-strict" in (tmp_path / "site" / "markdown" / "tiny-test.md").read_text()
 
 
 def test_concurrent_merges_keep_both(runs: dict[str, Path], tmp_path: Path) -> None:
@@ -364,13 +364,13 @@ def test_concurrent_merges_keep_both(runs: dict[str, Path], tmp_path: Path) -> N
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=merge_one, args=(runs[name],)) for name in ("bm25", "bm25-strong")]
+    threads = [threading.Thread(target=merge_one, args=(runs[name],)) for name in ("overlap", "overlap-strict")]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     assert errors == []
-    assert {r.retriever.name for r in read_rows(board)} == {"bm25", "bm25-strong"}
+    assert {r.retriever.name for r in read_rows(board)} == {"overlap", "overlap-strict"}
     assert (board / "CHANGELOG.md").read_text().count("\n## ") == 2
 
 
@@ -380,7 +380,7 @@ def test_an_archive_over_the_size_limits_is_refused_before_extracting(
     import harness.leaderboard.bundles as submission
 
     archive = tmp_path / "big.tar.gz"
-    bundle([runs["bm25"]], archive)
+    bundle([runs["overlap"]], archive)
     monkeypatch.setattr(submission, "MAX_MEMBER_BYTES", 100)  # the run's files are larger
     work = tmp_path / "work"
     with pytest.raises(HarnessError, match=r"refused before extracting: .* bytes \(limit 100\)"):
@@ -390,14 +390,14 @@ def test_an_archive_over_the_size_limits_is_refused_before_extracting(
 
 def test_uses_and_queries_without_candidate_answers_are_verified(runs: dict[str, Path], tmp_path: Path) -> None:
     run = tmp_path / "tampered"
-    shutil.copytree(runs["bm25"], run)
+    shutil.copytree(runs["overlap"], run)
     row = json.loads((run / "row.json").read_text())
     row["queries_without_candidate_answers"] = 3
     (run / "row.json").write_text(json.dumps(row))
     [result] = validate(collect(run, tmp_path / "w1"))
     assert any("queries_without_candidate_answers: the row says 3, the dataset gives 0" in p for p in result.problems)
     row["queries_without_candidate_answers"] = 0
-    row["uses"] = [{"name": "dense", "plugin": "dense", "params": {}, "version": "1", "package": None}]
+    row["uses"] = [{"name": "first", "plugin": "by-id", "params": {}, "version": "1", "package": None}]
     (run / "row.json").write_text(json.dumps(row))
     [result] = validate(collect(run, tmp_path / "w2"))
     assert any("the row's uses differ from config.json" in p for p in result.problems)
@@ -405,17 +405,20 @@ def test_uses_and_queries_without_candidate_answers_are_verified(runs: dict[str,
 
 def test_withdraw_takes_rows_off_with_the_reason_in_the_changelog(runs: dict[str, Path], tmp_path: Path) -> None:
     board = tmp_path / "leaderboard"
-    merge([runs["bm25"], runs["bm25-strong"]], board)
+    merge([runs["overlap"], runs["overlap-strict"]], board)
     result = CliRunner().invoke(
-        cli, ["leaderboard", "withdraw", "bm25-strong", "--from", str(board), "--reason", "its index was built wrong"]
+        cli,
+        ["leaderboard", "withdraw", "overlap-strict", "--from", str(board), "--reason", "its index was built wrong"],
     )
     assert result.exit_code == 0, result.output
-    assert [r.retriever.name for r in read_rows(board)] == ["bm25"]
-    assert not list((board / "runs").rglob("bm25-strong-*"))
+    assert [r.retriever.name for r in read_rows(board)] == ["overlap"]
+    assert not list((board / "runs").rglob("overlap-strict-*"))
     changelog = (board / "CHANGELOG.md").read_text()
     assert "1 withdrawn" in changelog and "its index was built wrong" in changelog and changelog.count("\n## ") == 2
-    assert json.loads((board / "leaderboard.json").read_text())[0]["retriever"]["name"] == "bm25"
-    again = CliRunner().invoke(cli, ["leaderboard", "withdraw", "bm25-strong", "--from", str(board), "--reason", "x"])
+    assert json.loads((board / "leaderboard.json").read_text())[0]["retriever"]["name"] == "overlap"
+    again = CliRunner().invoke(
+        cli, ["leaderboard", "withdraw", "overlap-strict", "--from", str(board), "--reason", "x"]
+    )
     assert again.exit_code == 2 and "nothing changed" in again.output
     assert all(r.ok for r in validate(collect(board, tmp_path / "w")))
 
@@ -569,10 +572,10 @@ def test_a_migration_that_cannot_resolve_a_row_changes_nothing(schema_1_board, t
 
 def test_rows_of_a_leaderboard_validate_alone(runs: dict[str, Path], tmp_path: Path) -> None:
     board = tmp_path / "leaderboard"
-    merge([runs["bm25"], runs["bm25-strong"]], board)
-    [file] = [p for p in (board / "rows").rglob("bm25-strong-*.json")]
+    merge([runs["overlap"], runs["overlap-strict"]], board)
+    [file] = [p for p in (board / "rows").rglob("overlap-strict-*.json")]
     [result] = validate(collect(file, tmp_path / "w"))
-    assert result.ok and result.row is not None and result.row.retriever.name == "bm25-strong"
+    assert result.ok and result.row is not None and result.row.retriever.name == "overlap-strict"
     assert len(validate(collect(file.parent, tmp_path / "w2"))) == 2
     loose = tmp_path / "row.json"
     shutil.copyfile(file, loose)

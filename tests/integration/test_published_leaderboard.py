@@ -1,5 +1,7 @@
-"""The published leaderboard: Markdown tables, and the static site driven in a real headless
-Chromium (Debian's, through Playwright) from file:// — table sorting, plot, marks, screenshot."""
+"""The committed leaderboard, published: its Markdown tables (LLM and sampled rows marked, p-values
+as `harness compare` gives them), the README's results, and the static site driven in a real
+headless Chromium (Debian's, through Playwright) from file:// — table sorting, plot, marks,
+screenshot."""
 
 from __future__ import annotations
 

@@ -1,0 +1,109 @@
+"""Documentation held to the first-party distribution: every hook, those its plugins add
+included, documented; its plugins import only the public API; CONTRIBUTING's example plugin
+on the Debian dataset; the committed leaderboard's schema."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from helpers import REPO
+
+from harness.leaderboard.rows import json_schema
+from harness.plugins import PluginManager
+
+
+def test_every_hook_is_documented_with_its_signature() -> None:
+    """Derived from the plugin manager (with every installed plugin, so the hooks plugins offer
+    through ``add_hookspecs`` count too): a heading ``## name(arguments)`` per hook."""
+    docs = (REPO / "docs" / "plugin-hooks.md").read_text()
+    documented = {name: args for name, args in re.findall(r"^## (\w+)\(([^)]*)\)$", docs, flags=re.MULTILINE)}
+    manager = PluginManager()
+    hooks = {
+        name: ", ".join(caller.spec.argnames)
+        for name, caller in vars(manager.pm.hook).items()
+        if getattr(caller, "spec", None) is not None
+    }
+    assert {"register_retrievers", "register_presets", "add_hookspecs"} <= set(hooks)
+    assert {"register_llms", "register_synthesis_stages"} <= set(hooks), "installed plugins offer these"
+    assert hooks == documented
+
+
+def test_first_party_plugins_use_only_the_public_api() -> None:
+    private = []
+    for path in sorted((REPO / "plugins").glob("*/*/**/*.py")):
+        if "/tests/" in str(path) or "/build/" in str(path):
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if re.match(r"\s*(from harness\.|import harness\.)", line):
+                private.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
+    assert private == [], "plugins import from harness only:\n" + "\n".join(private)
+
+
+def test_contributing_example_plugin_installs_and_runs(tmp_path: Path) -> None:
+    text = (REPO / "CONTRIBUTING.md").read_text()
+    source = re.search(r"```python\n(# keyword_overlap\.py\n.*?)```", text, flags=re.DOTALL).group(1)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "keyword_overlap.py").write_text(source)
+    # what `pip install` of the documented pyproject.toml leaves in site-packages
+    project = tomllib.loads(re.search(r"```toml\n(\[build-system\].*?)```", text, flags=re.DOTALL).group(1))["project"]
+    info = site / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
+    entries = "\n".join(f"{k} = {v}" for k, v in project["entry-points"]["harness"].items())
+    (info / "entry_points.txt").write_text(f"[harness]\n{entries}\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]), "COLUMNS": "200"}
+    harness = [sys.executable, "-c", "from harness.cli import main; main()"]
+    listed = subprocess.run(
+        [*harness, "plugins", "--hook", "register_retrievers"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
+    row = next(p for p in json.loads(listed.stdout) if p["name"] == "keyword_overlap")
+    assert row == {
+        "name": "keyword_overlap",
+        "hooks": ["register_retrievers"],
+        "package": "harness-keyword-overlap 0.1.0",
+    }
+    ran = subprocess.run(
+        [
+            *harness,
+            "run",
+            "--retriever",
+            "keyword-overlap",
+            "--dataset",
+            "debian",
+            "--split",
+            "val",
+            "--k",
+            "20",
+            "--format",
+            "json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert ran.returncode == 0, ran.stderr
+    result = json.loads(ran.stdout)[0]["row"]
+    assert result["retriever"]["package"] == "harness-keyword-overlap 0.1.0"
+    assert result["num_queries"] == 55 and 0.05 < result["metrics"]["hit@5"] <= 1
+    # a run made outside this process is held to trec_eval's implementations too
+    from trec_reference import check_run_dir
+
+    assert check_run_dir(tmp_path / json.loads(ran.stdout)[0]["run_dir"])["pytrec_eval"] > 0
+
+
+def test_committed_schema_is_current() -> None:
+    committed = json.loads((REPO / "leaderboard" / "schema.json").read_text())
+    assert committed == json_schema(), "run: harness leaderboard schema > leaderboard/schema.json"
