@@ -26,7 +26,7 @@ from harness.errors import HarnessError
 from harness.plugins import get_plugin_manager
 from harness.run import Runner, resolve
 from harness.run.registry import RetrieverEntry, load_registry
-from harness_debian import DebianDataset
+from harness_debian.dataset import DebianDataset
 
 
 def raw_bm25s(split: str) -> float:
@@ -44,7 +44,7 @@ def raw_bm25s(split: str) -> float:
 
 def raw_lucene(split: str, tmp: Path) -> float | None:
     try:
-        from harness_lucene import start_jvm
+        from harness_lucene.retriever import start_jvm
 
         start_jvm()
         from pyserini.index.lucene import LuceneIndexer

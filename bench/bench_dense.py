@@ -19,9 +19,9 @@ import numpy as np
 
 from harness.retriever import BuildContext
 from harness.skb import SKB
-from harness_debian import DebianDataset
-from harness_dense import DenseRetriever
+from harness_debian.dataset import DebianDataset
 from harness_dense.embeddings import resolve_model_path
+from harness_dense.retrievers import DenseRetriever
 
 
 def first_candidates(skb: SKB, n: int) -> SKB:

@@ -29,7 +29,7 @@ import numpy as np
 LOADER = """
 import resource, sys, time
 started = time.perf_counter()
-from harness_stark import StarkAmazon
+from harness_stark.datasets import StarkAmazon
 skb = StarkAmazon(data_dir=sys.argv[1]).load_skb()
 loaded = time.perf_counter() - started
 started = time.perf_counter()

@@ -104,7 +104,7 @@ def tiny_skb() -> SKB:
 def debian_slice(step: int, count: int) -> SKB:
     """Every ``step``-th of the Debian packages, ``count`` of them, as a text-only SKB: real
     documents, quick to index. Needs the Debian plugin: for first-party plugins' tests only."""
-    from harness_debian import DebianDataset
+    from harness_debian.dataset import DebianDataset
 
     skb = DebianDataset().load_skb()
     ids = skb.candidate_ids[::step][:count]

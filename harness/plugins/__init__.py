@@ -95,6 +95,7 @@ class PluginManager:
         self.failures: list[PluginFailure] = []
         self.distributions: dict[str, str] = {}
         self.component_hooks: dict[str, tuple[type[Any] | str, str]] = dict(COMPONENT_HOOKS)
+        self._hookspec_modules: list[object] = []
         self._components: Components | None = None
         self._presets: list[tuple[str, Any]] | None = None
         self.pm.hook.add_hookspecs.call_historic(kwargs={"manager": self})
@@ -107,8 +108,11 @@ class PluginManager:
 
     # -- what plugins may add -----------------------------------------------------------
     def add_hookspecs(self, module: object) -> None:
-        """Hook specifications a plugin offers other plugins (call from ``add_hookspecs``)."""
-        self.pm.add_hookspecs(module)
+        """Hook specifications a plugin offers other plugins (call from ``add_hookspecs``); a
+        module already added is not added again."""
+        if module not in self._hookspec_modules:
+            self._hookspec_modules.append(module)
+            self.pm.add_hookspecs(module)
 
     def add_component_kind(self, hook: str, base: type[Any] | str, kind: str) -> None:
         """Components registered through ``hook`` must subclass ``base`` (a class, or its dotted

@@ -11,22 +11,9 @@ the plugin costs the command line nothing.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import harness
-
-if TYPE_CHECKING:
-    from harness_bm25.retriever import BM25Retriever
-
-__all__ = ["BM25Retriever"]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "BM25Retriever":  # imported on use: it needs numpy and pydantic
-        from harness_bm25.retriever import BM25Retriever
-
-        return BM25Retriever
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @harness.hookimpl

@@ -17,8 +17,8 @@ import harness_bm25
 from harness import SKB, BuildContext, HarnessError, Query
 from harness.run import load_registry, resolve
 from harness.testing import check_retriever, plugin_manager
-from harness_bm25 import BM25Retriever
-from harness_debian import DebianDataset
+from harness_bm25.retriever import BM25Retriever
+from harness_debian.dataset import DebianDataset
 
 PRESETS = ("bm25", "bm25-stark", "bm25-relations")
 

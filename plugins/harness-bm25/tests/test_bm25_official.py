@@ -29,10 +29,12 @@ from stark_fixtures import _save, write_all
 
 import harness_bm25
 from harness import SKB, BuildContext, Query, Ranking
-from harness.metrics import BUILTIN_METRICS, evaluate, hit_matrix, parse_metrics
+from harness.metrics import evaluate, parse_metrics
+from harness.plugins.metric_families import BUILTIN_METRICS
 from harness.run import load_registry
+from harness.run.scoring import hit_matrix
 from harness.testing import plugin_manager
-from harness_bm25 import BM25Retriever
+from harness_bm25.retriever import BM25Retriever
 
 K = 100
 FAMILIES = {m.family: m for m in BUILTIN_METRICS}
@@ -273,7 +275,7 @@ def run_both(name: str, official_skb: Any, skb: SKB, queries: list[Query], param
 
 @pytest.fixture(scope="module")
 def comparisons(tmp_path_factory: pytest.TempPathFactory, session_cache: Path) -> Iterator[list[Comparison]]:
-    from harness_stark import StarkAmazon, StarkMag, StarkPrime
+    from harness_stark.datasets import StarkAmazon, StarkMag, StarkPrime
 
     classes = official_skb_classes()
     params = stark_params()
@@ -470,7 +472,7 @@ def _measure() -> None:  # pragma: no cover - a report, run by hand
     import os
     import tempfile
 
-    from harness_stark import StarkMag
+    from harness_stark.datasets import StarkMag
 
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["HARNESS_CACHE"] = str(Path(tmp) / "cache")

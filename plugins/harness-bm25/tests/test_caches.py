@@ -9,8 +9,8 @@ import pytest
 from helpers import REPO, run_two, tiny_skb
 
 from harness import BuildContext, Query
-from harness.io import verify_manifest
-from harness_bm25 import BM25Retriever
+from harness.caches import verify_manifest
+from harness_bm25.retriever import BM25Retriever
 
 QUERIES = [Query(1, "copper pot soups", (4,)), Query(2, "kettle", (0, 1)), Query(3, "glass tea", (2,))]
 
@@ -68,7 +68,7 @@ sys.path.insert(0, {tests!r})
 from helpers import tiny_skb
 from harness.queries import Query
 from harness.retriever import BuildContext
-from harness_bm25 import BM25Retriever
+from harness_bm25.retriever import BM25Retriever
 
 index = bm25s.BM25.index
 def slow_index(self, *args, **kwargs):

@@ -8,22 +8,9 @@ registers it and the presets, so that loading the plugin costs the command line 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import harness
-
-if TYPE_CHECKING:
-    from harness_colbert.retriever import ColBERTRetriever
-
-__all__ = ["ColBERTRetriever"]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "ColBERTRetriever":  # imported on use: it needs numpy and pydantic
-        from harness_colbert.retriever import ColBERTRetriever
-
-        return ColBERTRetriever
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @harness.hookimpl

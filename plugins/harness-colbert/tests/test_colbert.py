@@ -21,8 +21,8 @@ import harness_colbert
 from harness import SKB, BuildContext, HarnessError, Query, QuerySet
 from harness.run import load_registry, resolve
 from harness.testing import check_retriever, plugin_manager
-from harness_colbert import ColBERTRetriever
 from harness_colbert.checkpoint import build_minilm_checkpoint, resolve_checkpoint
+from harness_colbert.retriever import ColBERTRetriever
 
 pytest.importorskip("colbert", reason="pip install stark-harness-colbert")
 
@@ -81,7 +81,7 @@ def test_second_build_reuses_the_index(slice_skb: SKB, session_cache: Path, monk
 def test_damaged_index_is_rebuilt_with_a_warning(
     slice_skb: SKB, session_cache: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    from harness.io import verify_manifest  # (not plugin API: what tells a damaged entry apart)
+    from harness.caches import verify_manifest  # (not plugin API: what tells a damaged entry apart)
 
     first = _retriever()
     first.build(slice_skb, BuildContext(cache_dir=session_cache))

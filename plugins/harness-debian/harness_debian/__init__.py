@@ -14,17 +14,6 @@ from typing import Any
 
 import harness
 
-__all__ = ["DATA", "DebianDataset"]
-
-
-def __getattr__(name: str) -> Any:
-    # the entry point stays light (``harness --help`` loads it); the dataset loads when used
-    if name in __all__:
-        from harness_debian import dataset
-
-        return getattr(dataset, name)
-    raise AttributeError(f"module 'harness_debian' has no attribute {name!r}")
-
 
 @harness.hookimpl
 def register_datasets(register: Any) -> None:

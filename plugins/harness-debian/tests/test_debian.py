@@ -13,8 +13,8 @@ import harness
 import harness_debian
 from harness import SKB
 from harness.testing import plugin_manager, tiny_skb
-from harness_debian import DATA, DebianDataset
 from harness_debian.build import build, long_description
+from harness_debian.dataset import DATA, DebianDataset
 from harness_debian.queries import SPEC, compile_queries
 
 

@@ -16,36 +16,10 @@ no model library: torch, sentence-transformers, FAISS and the API SDKs load when
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import harness
-
-if TYPE_CHECKING:
-    from harness_dense.hybrid import HybridRetriever
-    from harness_dense.retrievers import DenseRetriever, EncoderOptions, MultiVectorRetriever, chunk_text, top_k
-
-#: public name -> module; loaded on first use, so that loading the plugin (every ``harness``
-#: command does) builds no parameter models and imports no model library
-_EXPORTS = {
-    "DenseRetriever": "harness_dense.retrievers",
-    "EncoderOptions": "harness_dense.retrievers",
-    "MultiVectorRetriever": "harness_dense.retrievers",
-    "chunk_text": "harness_dense.retrievers",
-    "top_k": "harness_dense.retrievers",
-    "HybridRetriever": "harness_dense.hybrid",
-}
-
-__all__ = ["DenseRetriever", "EncoderOptions", "HybridRetriever", "MultiVectorRetriever", "chunk_text", "top_k"]
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'harness_dense' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
 
 
 @harness.hookimpl

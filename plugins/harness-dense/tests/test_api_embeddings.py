@@ -22,8 +22,9 @@ from harness import BuildContext, HarnessError, Query
 from harness.plugins import PluginManager
 from harness.run import Runner, resolve
 from harness.run.registry import parse_registry
-from harness_dense import DenseRetriever, MultiVectorRetriever, retrievers
+from harness_dense import retrievers
 from harness_dense.api import LIMITS, Limits, batches
+from harness_dense.retrievers import DenseRetriever, MultiVectorRetriever
 
 KEY = "sk-test-0123456789-secret"
 DIM = 64

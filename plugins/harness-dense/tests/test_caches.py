@@ -106,8 +106,8 @@ def _perturbed_copy(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_equal_size_checkpoints_do_not_share_embeddings(tmp_path: Path) -> None:
-    from harness_dense import DenseRetriever
     from harness_dense.embeddings import LocalEncoder
+    from harness_dense.retrievers import DenseRetriever
 
     original, copy = _perturbed_copy(tmp_path)
     assert LocalEncoder(str(original)).identity != LocalEncoder(str(copy)).identity
@@ -123,7 +123,7 @@ def test_equal_size_checkpoints_do_not_share_embeddings(tmp_path: Path) -> None:
 def test_garbled_embedding_shard_is_re_encoded_with_a_warning(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    from harness_dense import DenseRetriever
+    from harness_dense.retrievers import DenseRetriever
 
     skb = tiny_skb()
     first = DenseRetriever()

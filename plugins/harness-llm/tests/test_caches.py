@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness_llm import Message
+from harness_llm.api import Message
 from harness_llm.base import Attempt, ResilientLLM
 from harness_llm.local import LocalLLM
 

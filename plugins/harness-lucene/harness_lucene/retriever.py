@@ -7,13 +7,16 @@ modules), and ``OPENAI_API_KEY`` gets a placeholder if unset (Pyserini's package
 its OpenAI encoders, which read it; nothing here calls OpenAI).
 
 The index (Anserini's default English analyzer) is built from the SKB's candidate
-documents, cached under the harness cache keyed by the SKB fingerprint and parameters, and
-searched with BM25 (k1, b).
+documents and cached under the harness cache, keyed by everything it is built from: the
+documents (``harness.documents_identity``), the indexing parameters and the versions of
+Pyserini and of the Anserini jar that analyzes the text. It is searched with BM25 (k1, b).
 """
 
 from __future__ import annotations
 
 import glob
+import importlib.metadata
+import importlib.util
 import json
 import os
 import shutil
@@ -29,6 +32,30 @@ import harness
 __all__ = ["LuceneBM25", "start_jvm"]
 
 _started = False
+
+#: parameters set on the searcher, not stored in the index: a k1/b sweep reuses one index
+_SEARCH_ONLY = ("k1", "b")
+
+
+def _version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _anserini_jar() -> str | None:
+    """The name (with its version) of the Anserini jar the JVM loads, found without importing
+    Pyserini; the same choice as Pyserini's classpath setup (the newest jar)."""
+    spec = importlib.util.find_spec("pyserini")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    jars = [
+        jar
+        for root in spec.submodule_search_locations
+        for jar in Path(root, "resources", "jars").glob("anserini-*-fatjar.jar")
+    ]
+    return max(jars, key=os.path.getctime).name if jars else None
 
 
 def start_jvm() -> None:
@@ -78,14 +105,27 @@ class LuceneBM25(harness.Retriever):
         super().__init__(**params)
         self._searcher: Any = None
 
+    def cache_key(self, skb: harness.SKB) -> str:
+        """Every input of the index: the documents (SKB fingerprint and the variant), every
+        parameter but the scoring ones, and the versions of the code that analyzes and indexes."""
+        p = self.params
+        return harness.stable_hash(
+            {
+                "documents": harness.documents_identity(skb, p["with_relations"], compact=False),
+                "params": {k: v for k, v in p.items() if k not in _SEARCH_ONLY},
+                "version": self.version,
+                "pyserini": _version("pyserini"),
+                "anserini": _anserini_jar(),
+            }
+        )
+
     def build(self, skb: harness.SKB, context: harness.BuildContext) -> None:
         start_jvm()
         from pyserini.index.lucene import LuceneIndexer
         from pyserini.search.lucene import LuceneSearcher
 
         options = self.options
-        key = harness.stable_hash({"skb": skb.fingerprint, "relations": options.with_relations, "v": self.version})
-        directory = Path(context.cache_dir) / "lucene" / f"{skb.name}-{key}"
+        directory = Path(context.cache_dir) / "lucene" / f"{skb.name}-{self.cache_key(skb)}"
         if not (directory / "complete.json").exists():
             shutil.rmtree(directory, ignore_errors=True)
             with harness.atomic_dir(directory) as tmp:

@@ -12,12 +12,14 @@ from helpers import tiny_skb
 
 import harness_lucene
 from harness import BuildContext, HarnessError, Query
-from harness.metrics import BUILTIN_METRICS, evaluate, hit_matrix, parse_metrics
+from harness.metrics import evaluate, parse_metrics
+from harness.plugins.metric_families import BUILTIN_METRICS
 from harness.run import load_registry, resolve
+from harness.run.scoring import hit_matrix
 from harness.testing import check_retriever, plugin_manager
-from harness_bm25 import BM25Retriever
-from harness_debian import DebianDataset
-from harness_lucene import LuceneBM25, start_jvm
+from harness_bm25.retriever import BM25Retriever
+from harness_debian.dataset import DebianDataset
+from harness_lucene.retriever import LuceneBM25, start_jvm
 
 pytest.importorskip("pyserini", reason="install with: pip install --no-deps pyserini==1.6.0")
 
@@ -40,6 +42,21 @@ def test_lucene_on_a_tiny_skb_and_its_cached_index(tmp_path: Path, monkeypatch: 
     again = LuceneBM25()
     again.build(tiny_skb(), BuildContext(cache_dir=tmp_path))
     assert again.search([Query(1, "copper pot soups", (4,))], 5)[0].ids.tolist() == ranking[0].ids.tolist()
+
+
+def test_lucene_key_covers_the_documents() -> None:
+    skb, other = tiny_skb(), tiny_skb()
+    other.max_neighbors_in_doc = 1  # changes documents with relations only
+    assert LuceneBM25().cache_key(skb) == LuceneBM25().cache_key(other)
+    assert LuceneBM25(with_relations=True).cache_key(skb) != LuceneBM25(with_relations=True).cache_key(other)
+    other.candidate_ids = other.candidate_ids[:-1]  # fewer documents
+    assert other.fingerprint == skb.fingerprint and LuceneBM25().cache_key(skb) != LuceneBM25().cache_key(other)
+
+
+def test_lucene_key_covers_indexing_not_scoring_parameters() -> None:
+    skb = tiny_skb()
+    assert LuceneBM25(k1=1.2, b=0.75).cache_key(skb) == LuceneBM25().cache_key(skb)  # set on the searcher
+    assert LuceneBM25(threads=2).cache_key(skb) != LuceneBM25().cache_key(skb)
 
 
 @pytest.mark.parametrize("split", ["val", "test"])

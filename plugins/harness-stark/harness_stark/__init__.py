@@ -13,17 +13,6 @@ from typing import Any
 
 import harness
 
-__all__ = ["StarkAmazon", "StarkDataset", "StarkMag", "StarkOptions", "StarkPrime"]
-
-
-def __getattr__(name: str) -> Any:
-    # the entry point stays light (``harness --help`` loads it); the datasets load when used
-    if name in __all__:
-        from harness_stark import datasets
-
-        return getattr(datasets, name)
-    raise AttributeError(f"module 'harness_stark' has no attribute {name!r}")
-
 
 @harness.hookimpl
 def register_datasets(register: Any) -> None:

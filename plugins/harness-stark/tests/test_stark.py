@@ -22,7 +22,7 @@ from stark_fixtures import random_prime, write_all, write_files
 import harness_stark
 from harness import HarnessError
 from harness.testing import plugin_manager
-from harness_stark import StarkAmazon, StarkMag, StarkPrime
+from harness_stark.datasets import StarkAmazon, StarkMag, StarkPrime
 
 #: the official query files of each dataset, a slice of each (tests/test_queries.py reads them too)
 SLICE_ROOT = REPO / "tests" / "data" / "stark"
@@ -220,7 +220,7 @@ def _python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 
 LOAD = (
-    "import json\nfrom harness_stark import StarkPrime\nd = StarkPrime()\n"
+    "import json\nfrom harness_stark.datasets import StarkPrime\nd = StarkPrime()\n"
     "print(json.dumps({'queries': d.load_queries().counts(), 'doc': d.load_skb().document(2, True)}))"
 )
 

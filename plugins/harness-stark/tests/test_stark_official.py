@@ -27,7 +27,7 @@ import torch
 from official import official_skb_classes
 
 from harness import HarnessError
-from harness_stark import StarkAmazon, StarkMag, StarkPrime
+from harness_stark.datasets import StarkAmazon, StarkMag, StarkPrime
 from harness_stark.skb import StarkSKB, to_undirected
 
 DATASETS = {"prime": StarkPrime, "mag": StarkMag, "amazon": StarkAmazon}

@@ -1,12 +1,14 @@
 """STaRK's query-synthesis stages as plugins (paper §2.4), and ``harness synthesize``.
 
 Offers other plugins the ``register_synthesis_stages`` hook and the interface
-(``SynthesisStage``, ``Draft``). Stages: ``relational`` (stage 1: relational requirements
-from metapath templates; ``harness_synthesis.relational``), then ``textual``, ``fuse`` and
-``filter``, which ask an LLM through ``harness_llm`` (``harness_synthesis.llm_stages``).
+(``SynthesisStage``, ``Draft``: ``harness_synthesis.stage``). Stages: ``relational`` (stage 1:
+relational requirements from metapath templates; ``harness_synthesis.relational``), then
+``textual``, ``fuse`` and ``filter``, which ask an LLM through ``harness_llm``
+(``harness_synthesis.llm_stages``).
 
-This module is the entry point and imports nothing heavy: the interface, the stages and the
-command load when first used (the component kind is named by its dotted path).
+This module is the entry point: it holds only the hooks and imports nothing heavy. The
+interface, the stages and the command live in submodules and load when first used (the
+component kind is named by its dotted path).
 """
 
 from __future__ import annotations
@@ -14,16 +16,6 @@ from __future__ import annotations
 from typing import Any
 
 import harness
-
-__all__ = ["Draft", "SynthesisStage"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        from harness_synthesis import stage
-
-        return getattr(stage, name)
-    raise AttributeError(f"module 'harness_synthesis' has no attribute {name!r}")
 
 
 @harness.hookimpl

@@ -10,4 +10,4 @@ import harness
 
 @harness.hookspec
 def register_synthesis_stages(register: Callable[[type[Any]], None]) -> None:
-    """Register :class:`harness_synthesis.SynthesisStage` subclasses: ``register(MyStage)``."""
+    """Register :class:`harness_synthesis.stage.SynthesisStage` subclasses: ``register(MyStage)``."""

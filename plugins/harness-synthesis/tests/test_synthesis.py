@@ -15,13 +15,13 @@ from helpers import REPO
 
 from harness import SKB, BuildContext, EdgeType, HarnessError, load_stark_layout
 from harness.cli import cli
-from harness_debian import DebianDataset
-from harness_llm import LLM, Completion
+from harness_debian.dataset import DebianDataset
+from harness_llm.api import LLM, Completion
 from harness_llm.providers import OpenAILLM
 from harness_llm.testing import provider_plugin
-from harness_synthesis import SynthesisStage
 from harness_synthesis.llm_stages import Fuse
 from harness_synthesis.relational import RelationalRequirement
+from harness_synthesis.stage import SynthesisStage
 from harness_synthesis.templates import TEMPLATES, candidates
 from harness_synthesis.templates import Path as MetaPath
 
@@ -210,7 +210,7 @@ def test_synthesize_writes_an_official_query_set_that_runs(
     assert again.exit_code == 0 and Scripted.calls == calls
 
     # The synthesized set runs like any other: BM25 over the Debian SKB, a full ranking per query.
-    from harness_bm25 import BM25Retriever
+    from harness_bm25.retriever import BM25Retriever
 
     retriever = BM25Retriever()
     retriever.build(skb, BuildContext(cache_dir=session_cache))
