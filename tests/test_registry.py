@@ -146,3 +146,25 @@ def test_one_plugin_shipping_a_name_twice_is_not_a_clash_and_the_user_settles_cl
     (tmp_path / "mine.yaml").write_text("retrievers:\n  x: {plugin: overlap, params: {min_overlap: 3}}\n")
     mine = load_registry(tmp_path / "mine.yaml", plugins=plugin_manager(*clash))
     assert mine.problems == [] and mine.retrievers["x"].params == {"min_overlap": 3}
+
+
+def test_parameters_are_checked_when_the_registry_loads(tmp_path: Path) -> None:
+    from helpers import OverlapRetriever
+
+    class Plugin:
+        @harness.hookimpl
+        def register_retrievers(self, register):  # type: ignore[no-untyped-def]
+            register(OverlapRetriever)
+
+    (tmp_path / "registry.yaml").write_text(
+        "retrievers:\n"
+        "  fine: {plugin: overlap, params: {min_overlap: 2}}\n"
+        "  typo: {plugin: overlap, params: {min_overlpa: 2}}\n"
+        "  negative: {plugin: overlap, params: {min_overlap: -1}}\n"
+        "  elsewhere: {plugin: not-installed, params: {anything: 1}}\n"
+    )
+    registry = load_registry(tmp_path / "registry.yaml", plugins=plugin_manager(Plugin()))
+    assert registry.problems == [
+        "retriever 'typo': bad parameters: min_overlpa: not a parameter of this component",
+        "retriever 'negative': bad parameters: min_overlap: Input should be greater than or equal to 0",
+    ]

@@ -255,5 +255,30 @@ def load_registry(path: str | os.PathLike[str] | None = None, plugins: Any = Non
         plugins = get_plugin_manager()
     found = user_registry_path(path)
     registry, problems = merge(plugins.presets(), read_registry(found) if found else None)
-    registry._problems = problems
+    registry._problems = problems + check_parameters(registry, plugins)
     return registry
+
+
+def check_parameters(registry: Registry, plugins: Any) -> list[str]:
+    """Every entry's parameters validated against its component's ``Options`` (entries whose
+    plugin is not installed are left to ``harness list``, which hides them): one problem per
+    bad entry, so a typo shows when the registry loads, not when that entry first runs."""
+    from harness.options import describe_errors
+    from harness.plugins import using
+
+    problems = []
+    components = plugins.components
+    for kind, entries in (("dataset", registry.datasets), ("retriever", registry.retrievers)):
+        for name, entry in entries.items():
+            cls = components.by_kind.get(kind, {}).get(entry.plugin)
+            options = getattr(cls, "Options", None)
+            if options is None:
+                continue
+            try:
+                with using(plugins):  # validators may look up other components (an LLM provider)
+                    options.model_validate(entry.params)
+            except ValidationError as exc:
+                problems.append(f"{kind} {name!r}: bad parameters: {describe_errors(exc)}")
+            except HarnessError as exc:
+                problems.append(f"{kind} {name!r}: {exc}")
+    return problems
