@@ -221,3 +221,18 @@ def test_a_component_kind_whose_base_does_not_load_costs_only_that_kind(
     )
     assert result.returncode == 0, result.stderr
     assert "widget base class 'no_such_module:Widget' does not load" in " ".join(result.stderr.split())
+
+
+def test_two_plugins_directories_with_a_file_of_one_name_do_not_shadow_each_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = tmp_path / "a" / "plugins", tmp_path / "b" / "plugins"
+    for folder in (first, second):
+        folder.mkdir(parents=True)
+        (folder / "good.py").write_text(GOOD)
+    monkeypatch.setenv("HARNESS_PLUGINS", "")
+    monkeypatch.setenv("HARNESS_PLUGINS_DIR", os.pathsep.join([str(first), str(first), str(second)]))
+    manager = PluginManager()
+    assert manager.components.owner[("retriever", "good")] == "plugins/good.py"  # the first, loaded once
+    [failure] = [f for f in manager.failures if f.plugin == "plugins/good.py"]
+    assert str(second / "good.py") in failure.error and "another plugins directory" in failure.error

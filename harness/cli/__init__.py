@@ -162,7 +162,7 @@ def _warn_about_plugins(manager: Any) -> None:
     warn = click.style("warning:", fg="yellow")
     clashes = manager.components.clashes
     for failure in manager.failures:
-        if failure.hook in (None, "register_commands", "register_presets", "add_component_kind"):
+        if failure.hook != "register":  # clashes are reported once each, below
             click.echo(f"{warn} plugin {failure.plugin!r} failed to load: {failure.error}", err=True)
     for message in sorted({clash_message(k, n, o) for (k, n), o in clashes.items()}):
         click.echo(f"{warn} {message}", err=True)

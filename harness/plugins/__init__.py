@@ -28,6 +28,7 @@ from typing import Any
 import pluggy
 
 from harness.errors import HarnessError
+from harness.io import stable_hash
 from harness.plugins import hookspecs
 
 ENTRY_POINT_GROUP = "harness"
@@ -96,6 +97,7 @@ class PluginManager:
         self.distributions: dict[str, str] = {}
         self.component_hooks: dict[str, tuple[type[Any] | str, str]] = dict(COMPONENT_HOOKS)
         self._hookspec_modules: list[object] = []
+        self._directory_modules: set[str] = set()
         self._components: Components | None = None
         self._presets: list[tuple[str, Any]] | None = None
         self.pm.hook.add_hookspecs.call_historic(kwargs={"manager": self})
@@ -128,21 +130,27 @@ class PluginManager:
             raise HarnessError(f"--plugins-dir {folder}: not a directory")
         for path in sorted(folder.glob("*.py")):
             name = f"{folder.name}/{path.name}"
+            # one module per file, whatever folder it is in: the name says which file it is
+            module_name = f"harness_plugin_{stable_hash(str(path.resolve()), 8)}_{path.stem}"
+            if module_name in self._directory_modules:
+                continue  # this very file is loaded already
             if self.pm.has_plugin(name):
+                self.failures.append(PluginFailure(name, f"{path}: another plugins directory has a file named so"))
                 continue
             try:
-                spec = importlib.util.spec_from_file_location(f"harness_plugins_dir.{path.stem}", path)
+                spec = importlib.util.spec_from_file_location(module_name, path)
                 if spec is None or spec.loader is None:
                     raise ImportError(f"cannot import {path}")
                 module = importlib.util.module_from_spec(spec)
                 # in sys.modules while it runs, as an import would be: pydantic resolves the
                 # module's postponed annotations (``from __future__ import annotations``) there
-                sys.modules[spec.name] = module
+                sys.modules[module_name] = module
                 spec.loader.exec_module(module)
             except Exception as exc:
-                sys.modules.pop(f"harness_plugins_dir.{path.stem}", None)
+                sys.modules.pop(module_name, None)
                 self.failures.append(PluginFailure(name, _describe(exc)))
                 continue
+            self._directory_modules.add(module_name)
             self.register(module, name)
 
     def _load_entry_points(self) -> None:

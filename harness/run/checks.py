@@ -160,6 +160,16 @@ def add_usage(before: dict[str, Any], spent: dict[str, Any]) -> dict[str, Any]:
     return total
 
 
+def subtract_usage(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+    """What was spent between two reports of the same objects (counts and costs differenced)."""
+    spent = dict(after)
+    for key, value in before.items():
+        now = spent.get(key)
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in (now, value)):
+            spent[key] = now - value
+    return spent
+
+
 class CheckedRetriever(Retriever):
     """A retriever as another one receives it from ``context.retriever``: its rankings are
     checked and cleaned exactly as the runner checks the main retriever's."""
@@ -167,7 +177,8 @@ class CheckedRetriever(Retriever):
     def __init__(self, component: Component, is_candidate: np.ndarray, dropped: dict[str, int]) -> None:
         self.component, self.inner = component, component.instance
         self.name, self.regime, self.batch_size = component.name, self.inner.regime, self.inner.batch_size
-        self.options = self.inner.options
+        # class attributes Retriever defines would otherwise hide the inner retriever's values
+        self.version, self.reranks, self.options = self.inner.version, self.inner.reranks, self.inner.options
         self._is_candidate, self._dropped = is_candidate, dropped
 
     def build(self, skb: SKB, context: BuildContext) -> None:
@@ -199,5 +210,9 @@ class CheckedRetriever(Retriever):
         return self.inner.uses()
 
     def __getattr__(self, name: str) -> Any:
-        # anything else a composite needs from what it uses (e.g. an encoder's model)
-        return getattr(self.__dict__["inner"], name)
+        # anything else a composite needs from what it uses (e.g. an encoder's model); not
+        # dunders, and nothing before __init__ ran (copy and pickle probe a bare instance)
+        inner = self.__dict__.get("inner")
+        if inner is None or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(inner, name)

@@ -198,7 +198,7 @@ def merge(fragments: list[tuple[str, Registry]], user: Registry | None = None) -
                 )
     chosen = {key: next(iter(values)) for key, values in defaults.items() if len(values) == 1}
     for key, values in defaults.items():
-        if len(values) > 1:
+        if len(values) > 1 and not (user and key in user.defaults.model_fields_set):
             problems.append(f"plugins disagree on the default {key} ({', '.join(sorted(map(str, values)))})")
     if "metrics" in chosen:
         chosen["metrics"] = list(chosen["metrics"])

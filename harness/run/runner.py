@@ -8,6 +8,7 @@ A run lives in its own directory, named by the hash of its configuration::
     config.json      the configuration its name hashes
     per_query.jsonl  per-query metrics, written at the end
     run.trec         the rankings as a TREC run file
+    qrels.trec       the answers as trec_eval reads them (``trec_eval -c qrels.trec run.trec``)
     row.json         the leaderboard row
 
 Re-running the same configuration resumes: queries already in ``results.jsonl`` are not
@@ -44,6 +45,7 @@ from harness.run.checks import (
     read_build_seconds,
     read_results,
     read_usage,
+    subtract_usage,
 )
 from harness.run.record import Latency, LeaderboardRow, hardware, versions
 from harness.run.registry import Registry
@@ -177,8 +179,6 @@ class Runner:
 
             build_path = run_dir / "build.json"
             build_seconds = read_build_seconds(build_path)
-            retriever_obj: Retriever | None = None
-            usage: dict[str, Any] = {}
             if spec.dropped_metrics:
                 notes.append(f"left out {', '.join(spec.dropped_metrics)}: deeper than the ranking can be")
             usage_path = run_dir / "usage.json"
@@ -186,19 +186,24 @@ class Runner:
                 usage_path.unlink(missing_ok=True)
             usage = read_usage(usage_path)
             if pending:
-                retriever_obj, build_seconds = self._build_all(spec, skb, dataset)
-                write_json(build_path, {"seconds": build_seconds})
+                self._dropped = {}
+                # what earlier runs of these objects in this process spent is not this session's
+                before = self._usage(spec)
                 try:
-                    notes += self._search(spec, retriever_obj, pending, results_path, candidate_mask(skb))
+                    retriever_obj, build_seconds = self._build_all(spec, skb, dataset)
+                    write_json(build_path, {"seconds": build_seconds})
+                    self._search(spec, retriever_obj, pending, results_path, candidate_mask(skb))
                 finally:
-                    # what this process spent, added to what earlier ones did: a resumed row reports
-                    # the whole run's tokens and cost, a crash keeps what was spent before it
-                    spent = retriever_obj.usage()
-                    for component in spec.uses:
-                        for key, value in component.instance.usage().items():
-                            spent.setdefault(f"{component.name}.{key}", value)
-                    usage = add_usage(usage, spent)
+                    # added to what earlier sessions spent: a resumed row reports the whole run's
+                    # tokens and cost, and a crash (in the build too) keeps what was spent before it
+                    usage = add_usage(usage, subtract_usage(self._usage(spec), before))
                     write_json(usage_path, usage)
+                notes += [
+                    f"dropped {count} {what} ids from {name!r}'s rankings (STaRK's evaluator ignores them)"
+                    for name, counts in self._dropped.items()
+                    for what, count in counts.items()
+                    if count
+                ]
                 done = read_results(results_path, {q.id for q in queries})
 
             missing = [q.id for q in queries if q.id not in done]
@@ -271,7 +276,6 @@ class Runner:
         over checked (its rankings pass the same checks as the main one's)."""
         base = BuildContext(cache_dir=self.cache_dir, device=self.device, progress=self.progress)
         built: dict[str, Retriever] = {}
-        self._dropped = {"non-candidate": 0, "repeated": 0}
         mask = candidate_mask(skb)
 
         def build(component: Component) -> None:
@@ -285,7 +289,8 @@ class Runner:
                     )
                 if name not in built:
                     build(spec.retrievers[name])
-                    built[name] = CheckedRetriever(spec.retrievers[name], mask, self._dropped)
+                    counts = self._dropped.setdefault(name, {"non-candidate": 0, "repeated": 0})
+                    built[name] = CheckedRetriever(spec.retrievers[name], mask, counts)
                 return built[name]
 
             self._build(component, skb, dataset, dataclasses.replace(base, build_retriever=fetch))
@@ -293,6 +298,21 @@ class Runner:
         started = time.perf_counter()
         build(spec.main)
         return spec.main.instance, time.perf_counter() - started
+
+    @staticmethod
+    def _usage(spec: RunSpec) -> dict[str, Any]:
+        """What the spec's objects report having spent, the used ones' keys prefixed by name.
+        A report that fails is recorded as such, never allowed to hide the run's own error."""
+        spent: dict[str, Any] = {}
+        for component in spec.retrievers.values():
+            try:
+                reported = component.instance.usage()
+            except Exception as exc:
+                reported = {"usage_error": f"{type(exc).__name__}: {exc}"}
+            prefix = "" if component.name == spec.retriever else f"{component.name}."
+            for key, value in reported.items():
+                spent.setdefault(f"{prefix}{key}", value)
+        return spent
 
     def _build(self, component: Component, skb: SKB, dataset: Dataset, context: BuildContext) -> None:
         retriever: Retriever = component.instance
@@ -315,10 +335,10 @@ class Runner:
         pending: list[Query],
         results_path: Path,
         is_candidate: np.ndarray,
-    ) -> list[str]:
+    ) -> None:
         batch_size = self.batch_size or retriever.batch_size
         task = self.progress(f"search {spec.retriever}", len(pending))
-        dropped = self._dropped
+        dropped = self._dropped.setdefault(spec.retriever, {"non-candidate": 0, "repeated": 0})
         with results_path.open("a", encoding="utf-8") as log:
             for start in range(0, len(pending), batch_size):
                 batch = pending[start : start + batch_size]
@@ -349,11 +369,6 @@ class Runner:
                 log.flush()
                 os.fsync(log.fileno())
                 task.advance(len(batch))
-        return [
-            f"dropped {count} {what} ids from the rankings (STaRK's evaluator ignores them)"
-            for what, count in dropped.items()
-            if count
-        ]
 
     def _write_outputs(
         self,
