@@ -117,7 +117,6 @@ def run(
             batch_size=batch_size,
             progress=task_factory,
             fresh=fresh,
-            registry=registry,
         )
         for spec in specs:
             console.print(f"[bold]running[/bold] {spec.describe()}", markup=True, highlight=False)

@@ -48,7 +48,6 @@ from harness.run.checks import (
     subtract_usage,
 )
 from harness.run.record import Latency, LeaderboardRow, hardware, versions
-from harness.run.registry import Registry
 from harness.run.resolve import Component, RunSpec, resolve_device
 from harness.run.scoring import hit_matrix
 from harness.skb import SKB
@@ -101,7 +100,6 @@ class Runner:
         progress: ProgressFactory | None = None,
         cache_dir: str | Path | None = None,
         fresh: bool = False,
-        registry: Registry | None = None,
     ) -> None:
         from harness.io import cache_root
 
@@ -119,7 +117,6 @@ class Runner:
         self.progress: ProgressFactory = progress or (lambda description, total: ProgressTask())
         self.cache_dir = Path(cache_dir) if cache_dir else cache_root()
         self.fresh = fresh
-        self.registry = registry or Registry()
         self._datasets: dict[str, Dataset] = {}
         if batch_size is not None and batch_size <= 0:
             raise HarnessError(f"--batch-size must be positive, got {batch_size}")

@@ -287,7 +287,7 @@ def test_rows_record_the_api_settings_that_ran(
         registry = parse_registry(
             json.dumps({"retrievers": {"api": {"plugin": "dense", "params": {**base, **extra}}}}), "r.yaml"
         )
-        runner = Runner(tiny_plugins, output_dir=tmp_path / "runs", device="cpu", registry=registry)
+        runner = Runner(tiny_plugins, output_dir=tmp_path / "runs", device="cpu")
         return runner.run(resolve(registry, tiny_plugins, retriever="api", dataset="tiny", split="test", k=3)).row
 
     derived = row()

@@ -132,7 +132,6 @@ def test_hybrid_from_the_registry_runs_and_records_its_members(tiny_plugins: Plu
         output_dir=tmp_path / "runs",
         leaderboard_dir=None,
         device="cpu",
-        registry=registry,
         cache_dir=tmp_path / "cache",
     )
     row = runner.run(spec).row
