@@ -420,3 +420,11 @@ def test_a_resumed_run_reports_what_every_session_spent(manager: PluginManager, 
     assert resumed.row.usage == {"calls": 4, "cost_usd": 1.0, "model": "m"}
     again = _run(manager, tmp_path, retriever="paying")  # nothing left to search: nothing new spent
     assert again.resumed_queries == 4 and again.row.usage == resumed.row.usage
+
+
+def test_a_condition_applies_only_to_its_own_depth_and_sample(manager: PluginManager, tmp_path: Path) -> None:
+    text = TINY_REGISTRY + "conditions:\n  - {name: c, retriever: lexical, dataset: tiny, split: test, k: 3}\n"
+    registry = parse_registry(text, "r.yaml")
+    assert resolve(registry, manager).condition is not None
+    assert resolve(registry, manager, k=2).condition is None
+    assert resolve(registry, manager, sample_fraction=0.5).condition is None

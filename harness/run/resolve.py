@@ -163,6 +163,8 @@ def resolve(
     parsed = parse_metrics(metric_names, plugins.components.by_kind.get("metric", {}))  # fail early on typos
     if sample_fraction is None and condition is not None:
         sample_fraction = condition.sample
+    if condition is not None and (condition.k, condition.sample) != (k, sample_fraction):
+        condition = None  # another depth or sample is not the condition: its scores do not apply
     retrievers = resolve_retrievers(registry, plugins, retriever)
     main: Retriever = retrievers[retriever].instance
     depth, why = k, f"k={k}"
