@@ -42,6 +42,8 @@ _EXPORTS: dict[str, str] = {
     "SKB": "harness.skb",
     "EdgeType": "harness.skb",
     "compact_text": "harness.skb",
+    "sort_edges": "harness.skb",
+    "row_offsets": "harness.skb",
     "Query": "harness.queries",
     "QuerySet": "harness.queries",
     "load_stark_layout": "harness.queries",
@@ -122,4 +124,4 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at runtime the names load on fi
     from harness.retry import classify as classify_failure
     from harness.retry import describe as describe_failure
     from harness.run.resolve import load_dataset
-    from harness.skb import SKB, EdgeType, compact_text
+    from harness.skb import SKB, EdgeType, compact_text, row_offsets, sort_edges

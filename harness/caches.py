@@ -41,7 +41,9 @@ def file_digest(path: str | os.PathLike[str]) -> str:
     path = Path(path).resolve()
     before = path.stat()
     state = [str(path), before.st_size, before.st_mtime_ns, before.st_ctime_ns, before.st_ino]
-    key = tuple(state)
+    # In this process the file is known by its device and inode, not its path: a cache entry
+    # built under a temporary name and renamed into place is not read again to be verified.
+    key = (before.st_dev, *state[1:])
     if key in _DIGESTS:
         return _DIGESTS[key]
     memo = cache_root() / "digests" / f"{hashlib.sha256(str(path).encode()).hexdigest()[:32]}.json"
@@ -55,7 +57,8 @@ def file_digest(path: str | os.PathLike[str]) -> str:
     if (after.st_size, after.st_mtime_ns, after.st_ctime_ns) == tuple(state[1:4]):  # unchanged while read
         _DIGESTS[key] = digest
         with contextlib.suppress(OSError):
-            write_json(memo, {"state": state, "sha256": digest, "check": stable_hash([state, digest], 64)})
+            memo_entry = {"state": state, "sha256": digest, "check": stable_hash([state, digest], 64)}
+            write_json(memo, memo_entry, durable=False)  # a memo lost in a crash is only recomputed
     return digest
 
 
@@ -83,7 +86,7 @@ def write_manifest(directory: str | os.PathLike[str], ignore: tuple[str, ...] = 
         relative = file.relative_to(root).as_posix()
         if not file.is_file() or relative == MANIFEST or _ignored(relative, ignore):
             continue
-        files[relative] = {"size": file.stat().st_size, "sha256": sha256_file(file)}
+        files[relative] = {"size": file.stat().st_size, "sha256": file_digest(file)}
     write_json(root / MANIFEST, {"files": files})
 
 
@@ -104,7 +107,9 @@ def verify_manifest(directory: str | os.PathLike[str]) -> str | None:
             return f"{name} is missing"
         if file.stat().st_size != size:
             return f"{name} has {file.stat().st_size} bytes, its manifest says {size}"
-        if sha256_file(file) != digest:
+        # Memoized by the file's state (inode, size, mtime, ctime): a warm load re-reads no
+        # bytes, and any write to the file, even one that restores its mtime, changes its ctime.
+        if file_digest(file) != digest:
             return f"{name} does not match its digest"
     return None
 

@@ -83,8 +83,10 @@ def _alive(pid: int) -> bool:
 
 
 @contextlib.contextmanager
-def atomic_write(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[Any]]:
-    """Open a temporary file beside ``path``; rename it over ``path`` only on success."""
+def atomic_write(path: str | os.PathLike[str], mode: str = "w", durable: bool = True) -> Iterator[IO[Any]]:
+    """Open a temporary file beside ``path``; rename it over ``path`` only on success.
+    ``durable``: flushed to disk before the rename (what a crash must not lose); without it the
+    file is still whole or absent after a crash of this process, only not after a power loss."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     clean_stale(target)
@@ -93,7 +95,8 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[A
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
             yield handle
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; keep the usual mode
         os.replace(tmp, target)
     except BaseException:
@@ -166,9 +169,9 @@ def _rmtree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def write_json(path: str | os.PathLike[str], data: Any) -> None:
-    """Write ``data`` as indented JSON, atomically."""
-    with atomic_write(path) as handle:
+def write_json(path: str | os.PathLike[str], data: Any, durable: bool = True) -> None:
+    """Write ``data`` as indented JSON, atomically (see :func:`atomic_write` for ``durable``)."""
+    with atomic_write(path, durable=durable) as handle:
         json.dump(data, handle, indent=2, sort_keys=False, ensure_ascii=False)
         handle.write("\n")
 

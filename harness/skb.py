@@ -46,6 +46,31 @@ class EdgeType:
         return self.label or self.name.replace("_", " ")
 
 
+def row_offsets(sources: np.ndarray, num_nodes: int) -> np.ndarray:
+    """CSR row offsets: where each node's edges start in edges sorted by source."""
+    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(sources, minlength=num_nodes), out=indptr[1:])
+    return indptr
+
+
+def sort_edges(src: np.ndarray, dst: np.ndarray, edge_type: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The edges ordered by (source, relation, target): the layout an :class:`SKB` given
+    ``indptr`` reads in place. A total order, so the result does not depend on the input's."""
+    src, dst, edge_type = (np.asarray(a, dtype=np.int64) for a in (src, dst, edge_type))
+    if not len(src):
+        return src, dst, edge_type
+    n = int(max(src.max(), dst.max())) + 1
+    t = int(edge_type.max()) + 1
+    if src.min() >= 0 and edge_type.min() >= 0 and n * n * t < 2**62:
+        # One sort of packed int64 keys, several times faster than an argsort or a lexsort.
+        keys = np.sort((src * t + edge_type) * n + dst)
+        head, dst = np.divmod(keys, n)
+        src, edge_type = np.divmod(head, t)
+        return src, dst, edge_type
+    order = np.lexsort((dst, edge_type, src))
+    return src[order], dst[order], edge_type[order]
+
+
 def compact_text(text: str) -> str:
     """Fold a "- key: value" document onto one line, as STaRK's ``compact_text`` does."""
     text = text.replace("\n", ". ").replace("\r", "")
@@ -58,14 +83,14 @@ def compact_text(text: str) -> str:
 class _CSR:
     """Neighbours of every node, grouped by node then relation, in three flat arrays."""
 
-    def __init__(self, keys: np.ndarray, values: np.ndarray, types: np.ndarray, num_nodes: int):
+    def __init__(self, neighbors: np.ndarray, types: np.ndarray, indptr: np.ndarray) -> None:
+        self.neighbors, self.types, self.indptr = neighbors, types, indptr
+
+    @classmethod
+    def build(cls, keys: np.ndarray, values: np.ndarray, types: np.ndarray, num_nodes: int) -> _CSR:
         # One int64 sort key (node, relation) is several times faster than a lexsort.
-        n_types = int(types.max(initial=0)) + 1
-        order = np.argsort(keys * n_types + types, kind="stable")
-        self.neighbors = values[order]
-        self.types = types[order]
-        self.indptr = np.zeros(num_nodes + 1, dtype=np.int64)
-        np.cumsum(np.bincount(keys, minlength=num_nodes), out=self.indptr[1:])
+        order = np.argsort(keys * (int(types.max(initial=0)) + 1) + types, kind="stable")
+        return cls(values[order], types[order], row_offsets(keys, num_nodes))
 
     def row(self, node: int) -> tuple[np.ndarray, np.ndarray]:
         lo, hi = self.indptr[node], self.indptr[node + 1]
@@ -90,6 +115,10 @@ class SKB:
         max_neighbors_in_doc: per relation, how many neighbour names a document lists.
         undirected: the edge arrays already hold both directions of every edge (STaRK's
             loaders make graphs undirected); only one CSR is then built.
+        indptr: the edges are already ordered by (source, relation) (:func:`sort_edges`) and
+            these are their row offsets (:func:`row_offsets`): the outgoing CSR is then the edge
+            arrays themselves, with no sort (checked in linear time). Loaders of large SKBs
+            cache edges in this layout, memory-mapped.
     """
 
     def __init__(
@@ -108,6 +137,7 @@ class SKB:
         fingerprint: str | None = None,
         max_neighbors_in_doc: int = 50,
         undirected: bool = False,
+        indptr: np.ndarray | None = None,
     ) -> None:
         self.name = name
         self.description = description
@@ -137,6 +167,23 @@ class SKB:
         self._fingerprint = fingerprint
         self._out: _CSR | None = None
         self._in: _CSR | None = None
+        self.indptr = None if indptr is None else self._checked_indptr(np.asarray(indptr))
+        if self.indptr is not None:
+            self._out = _CSR(self.dst, self.edge_type, self.indptr)
+
+    def _checked_indptr(self, indptr: np.ndarray) -> np.ndarray:
+        n, problem = self.num_nodes, None
+        if indptr.shape != (n + 1,) or indptr[0] != 0 or indptr[-1] != self.num_edges:
+            problem = f"indptr has shape {indptr.shape}, expected ({n + 1},) from 0 to {self.num_edges}"
+        elif not np.array_equal(np.diff(indptr), np.bincount(self.src, minlength=n)):
+            problem = "indptr does not count each node's edges"
+        else:
+            keys = self.src * (int(self.edge_type.max(initial=0)) + 1) + self.edge_type
+            if len(keys) > 1 and not bool((keys[1:] >= keys[:-1]).all()):
+                problem = "the edges are not ordered by (source, relation)"
+        if problem:
+            raise HarnessError(f"SKB {self.name!r}: {problem}")
+        return indptr
 
     # -- sizes and types -------------------------------------------------------------
     @property
@@ -191,10 +238,10 @@ class SKB:
     def _csr(self, direction: Literal["out", "in"]) -> _CSR:
         if direction == "out" or self.undirected:
             if self._out is None:
-                self._out = _CSR(self.src, self.dst, self.edge_type, self.num_nodes)
+                self._out = _CSR.build(self.src, self.dst, self.edge_type, self.num_nodes)
             return self._out
         if self._in is None:
-            self._in = _CSR(self.dst, self.src, self.edge_type, self.num_nodes)
+            self._in = _CSR.build(self.dst, self.src, self.edge_type, self.num_nodes)
         return self._in
 
     def neighbors(self, node: int, relation: str | None = None, direction: Direction = "both") -> np.ndarray:
@@ -315,7 +362,17 @@ class SKB:
 
     @classmethod
     def load(cls, directory: str | Path) -> SKB:
-        """Read an SKB written by :meth:`save`."""
+        """Read an SKB written by :meth:`save`.
+
+        The first load also compiles it into the cache (keyed by the files' digests): graph
+        arrays that later loads memory-map, node rows read when a document needs them."""
+        from harness.skb_cache import load_compiled
+
+        return load_compiled(cls, Path(directory))
+
+    @classmethod
+    def parse(cls, directory: str | Path) -> SKB:
+        """Read an SKB written by :meth:`save` from its files, without the cache."""
         directory = Path(directory)
         meta_path = directory / "skb.json"
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -99,18 +100,43 @@ def _arguments(skb: SKB) -> dict[str, Any]:
     [tiny_skb, lambda: _graph_skb(False), lambda: _graph_skb(True), lambda: _as_built(_graph_skb(True))],
     ids=["tiny", "directed", "undirected", "computed-fingerprint"],
 )
-def test_save_load_round_trip(tmp_path: Path, make: Callable[[], SKB]) -> None:
+def test_save_load_round_trip(tmp_path: Path, make: Callable[[], SKB], own_cache: Path) -> None:
     """The loaded SKB is the one saved: every constructor argument, documents in every
     variant, the graph, the candidates and the fingerprint."""
     original = make()
     original.save(tmp_path / "skb")
-    loaded = SKB.load(tmp_path / "skb")
+    # parsed from the files; loaded (parsed, then compiled into the cache); loaded again (mapped)
+    for loaded in (SKB.parse(tmp_path / "skb"), SKB.load(tmp_path / "skb"), SKB.load(tmp_path / "skb")):
+        _assert_same_skb(loaded, original)
+    assert len(_compiled(own_cache)) == 1  # one compiled copy
+    assert not list(tmp_path.glob(".*tmp"))  # no temporary directory left behind
+
+
+@pytest.fixture
+def own_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A cache of this test's own (the session's is shared), to count compiled copies in."""
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "skb"
+
+
+def _compiled(directory: Path) -> list[Path]:
+    return [p for p in directory.iterdir() if not p.name.startswith(".")]
+
+
+def _edges(skb: SKB) -> list[tuple[int, int, int]]:
+    return sorted(zip(skb.src.tolist(), skb.dst.tolist(), skb.edge_type.tolist(), strict=True))
+
+
+def _assert_same_skb(loaded: SKB, original: SKB) -> None:
     got = _arguments(loaded)
     for name, value in _arguments(original).items():
+        if name in ("src", "dst", "edge_type", "indptr"):
+            continue  # the compiled copy orders edges by source (its indptr's layout): compared as a multiset
         if isinstance(value, np.ndarray):
             np.testing.assert_array_equal(got[name], value, err_msg=name)
         else:  # names and fields may be lazy sequences
             assert list(got[name]) == list(value) if name in ("names", "fields") else got[name] == value, name
+    assert _edges(loaded) == _edges(original)
     np.testing.assert_array_equal(loaded.candidate_ids, original.candidate_ids)
     for node in range(original.num_nodes):
         for with_relations in (False, True):
@@ -124,7 +150,6 @@ def test_save_load_round_trip(tmp_path: Path, make: Callable[[], SKB]) -> None:
                     original.neighbors(node, relation, direction).tolist()
                 )
     assert loaded.counts() == original.counts()
-    assert not list(tmp_path.glob(".*tmp"))  # no temporary directory left behind
 
 
 def test_undirected_documents_list_each_neighbour_once(tmp_path: Path) -> None:
@@ -206,3 +231,55 @@ def test_invalid_graph_is_refused() -> None:
             np.array([]),
             candidate_types=["nope"],
         )
+
+
+def test_edges_given_with_their_row_offsets_are_used_in_place() -> None:
+    """``indptr`` with edges ordered by (source, relation): the same neighbours and documents as
+    the SKB that sorts them itself; offsets that do not fit the edges are refused."""
+    from harness import row_offsets, sort_edges
+
+    for undirected in (False, True):
+        plain = _graph_skb(undirected)
+        src, dst, edge_type = sort_edges(plain.src, plain.dst, plain.edge_type)
+        arguments = {**_arguments(plain), "src": src, "dst": dst, "edge_type": edge_type}
+        given = SKB(**{**arguments, "indptr": row_offsets(src, plain.num_nodes)})
+        _assert_same_skb(given, plain)
+        bad = {
+            "wrong length": row_offsets(src, plain.num_nodes)[:-1],
+            "wrong counts": np.linspace(0, len(src), plain.num_nodes + 1).astype(np.int64),
+        }
+        for indptr in bad.values():
+            with pytest.raises(HarnessError, match="indptr"):
+                SKB(**{**arguments, "indptr": indptr})
+        shuffled = {**arguments, "edge_type": edge_type[::-1].copy()}  # same counts per source, relations out of order
+        with pytest.raises(HarnessError, match=r"not ordered by \(source, relation\)"):
+            SKB(**{**shuffled, "indptr": row_offsets(src, plain.num_nodes)})
+
+
+def test_a_damaged_compiled_copy_is_rebuilt_with_a_warning(
+    tmp_path: Path, own_cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    original = _graph_skb(False)
+    original.save(tmp_path / "skb")
+    SKB.load(tmp_path / "skb")
+    (entry,) = _compiled(own_cache)
+    with (entry / "fields.bin").open("r+b") as handle:  # same size, other bytes
+        handle.seek(3)
+        handle.write(b"\xff\xff")
+    _assert_same_skb(SKB.load(tmp_path / "skb"), original)
+    warning = capsys.readouterr().err
+    assert "is damaged (fields.bin does not match its digest)" in warning and str(entry) in warning
+    _assert_same_skb(SKB.load(tmp_path / "skb"), original)  # the rebuilt copy is sound
+    assert "damaged" not in capsys.readouterr().err
+
+
+def test_the_compiled_copy_follows_the_files(tmp_path: Path, own_cache: Path) -> None:
+    """An edited SKB directory is compiled anew, never read from the old copy."""
+    first = _graph_skb(False)
+    first.save(tmp_path / "skb")
+    SKB.load(tmp_path / "skb")
+    second = SKB(**{**_arguments(first), "names": ["a", "b", "c", "d"], "fingerprint": "edited"})
+    shutil.rmtree(tmp_path / "skb")
+    second.save(tmp_path / "skb")
+    assert list(SKB.load(tmp_path / "skb").names) == ["a", "b", "c", "d"]
+    assert len(_compiled(own_cache)) == 2

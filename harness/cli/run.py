@@ -173,6 +173,7 @@ def _outcome_json(outcome: Any) -> dict[str, Any]:
             {"metric": c.metric, "expected": c.expected, "actual": c.actual, "ok": c.ok} for c in outcome.checks
         ],
         "notes": outcome.notes,
+        "phases": outcome.phases,
     }
 
 
@@ -189,6 +190,8 @@ def _print_outcome(outcome: Any) -> None:
         f"index build {row.index_build_seconds:.2f} s; total {row.total_seconds:.2f} s"
         + (f"; resumed {outcome.resumed_queries} queries" if outcome.resumed_queries else "")
     )
+    if outcome.phases:
+        stdout.print("time: " + ", ".join(f"{phase} {seconds:.2f} s" for phase, seconds in outcome.phases.items()))
     stdout.print(
         f"run files: {outcome.run_dir}" + (f"\nleaderboard row: {outcome.row_path}" if outcome.row_path else "")
     )

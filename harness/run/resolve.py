@@ -8,6 +8,7 @@ records exactly their parameters.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -220,12 +221,22 @@ def dataset_from_row(info: ComponentInfo, data_dir: str | None = None) -> Datase
     return construct(get_plugin_manager(), "dataset", info.name, info.plugin, params).instance
 
 
+#: Device files a GPU driver torch can use creates (NVIDIA; AMD's ROCm; WSL's GPU bridge).
+_GPU_DRIVER_FILES = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
+
+
+def _gpu_driver_present() -> bool:
+    return any(os.path.exists(path) for path in _GPU_DRIVER_FILES)
+
+
 def resolve_device(device: str) -> str:
     """``auto`` → ``cuda`` when torch sees a GPU, else ``cpu``."""
     if device not in ("auto", "cpu", "cuda"):
         raise HarnessError(f"--device must be auto, cpu or cuda, not {device!r}")
     if device == "cpu":
         return device
+    if device == "auto" and not _gpu_driver_present():
+        return "cpu"  # importing torch to learn this costs seconds on every run
     try:
         import torch
 

@@ -53,6 +53,8 @@ from harness.run.scoring import hit_matrix
 from harness.skb import SKB
 from harness.trec import write_qrels, write_run
 
+_SYNC_SECONDS = 10.0
+
 
 @dataclass
 class CheckResult:
@@ -76,6 +78,9 @@ class RunOutcome:
     checks: list[CheckResult] = field(default_factory=list)
     #: What the runner healed and the user should know (ids dropped from rankings, ...).
     notes: list[str] = field(default_factory=list)
+    #: Seconds spent in each phase of this invocation: load (queries and SKB), build (fit and
+    #: index, 0 when every query was already done), search, evaluate, write.
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 def check_answers(skb: SKB, queries: Sequence[Query], where: str) -> int:
@@ -135,6 +140,7 @@ class Runner:
 
     def _run(self, spec: RunSpec) -> RunOutcome:
         started = time.perf_counter()
+        phases = dict.fromkeys(("load", "build", "search", "evaluate", "write"), 0.0)
         dataset = self.dataset(spec.dataset_component)
         queries = dataset.load_queries().split(spec.split)
         if spec.sample:
@@ -143,6 +149,7 @@ class Runner:
             raise HarnessError(f"dataset {spec.dataset!r}, split {spec.split!r} has no queries")
         skb = dataset.load_skb()
         no_candidate_answer = check_answers(skb, queries, f"dataset {spec.dataset!r}, split {spec.split!r}")
+        phases["load"] = time.perf_counter() - started
 
         retriever_info = spec.main.info
         uses = [component.info for component in spec.uses]
@@ -188,8 +195,11 @@ class Runner:
                 before = self._usage(spec)
                 try:
                     retriever_obj, build_seconds = self._build_all(spec, skb, dataset)
+                    phases["build"] = build_seconds
                     write_json(build_path, {"seconds": build_seconds})
+                    began = time.perf_counter()
                     self._search(spec, retriever_obj, pending, results_path, candidate_mask(skb))
+                    phases["search"] = time.perf_counter() - began
                 finally:
                     # added to what earlier sessions spent: a resumed row reports the whole run's
                     # tokens and cost, and a crash (in the build too) keeps what was spent before it
@@ -207,6 +217,7 @@ class Runner:
             if missing:
                 raise HarnessError(f"run {run_dir}: {len(missing)} queries have no results (first: {missing[:5]})")
             ordered = [done[q.id] for q in queries]
+            began = time.perf_counter()
             metric_objs = parse_metrics(spec.metrics, self.plugins.components.by_kind["metric"])
             mask = candidate_mask(skb)
             hits, n_relevant = hit_matrix(
@@ -220,6 +231,8 @@ class Runner:
                 )
                 for q in queries
             ]
+            phases["evaluate"] = time.perf_counter() - began
+            began = time.perf_counter()
             self._write_outputs(run_dir, spec, queries, ordered, per_query, gold)
 
             latencies = np.asarray([r["latency_ms"] for r in ordered], dtype=np.float64)
@@ -261,11 +274,12 @@ class Runner:
                     from harness.leaderboard.rows import write_row
 
                     path = write_row(self.leaderboard_dir, row)
+            phases["write"] = time.perf_counter() - began
             checks = []
             if spec.condition is not None:
                 for metric, expected in spec.condition.expected.items():
                     checks.append(CheckResult(metric, expected, row.metrics.get(metric), spec.condition.tolerance))
-            return RunOutcome(spec, row, run_dir, path, len(queries) - len(pending), checks, notes)
+            return RunOutcome(spec, row, run_dir, path, len(queries) - len(pending), checks, notes, phases)
 
     def _build_all(self, spec: RunSpec, skb: SKB, dataset: Dataset) -> tuple[Retriever, float]:
         """Build the retriever; what a retriever uses is built when it first asks
@@ -336,6 +350,7 @@ class Runner:
         batch_size = self.batch_size or retriever.batch_size
         task = self.progress(f"search {spec.retriever}", len(pending))
         dropped = self._dropped.setdefault(spec.retriever, {"non-candidate": 0, "repeated": 0})
+        synced = time.monotonic()
         with results_path.open("a", encoding="utf-8") as log:
             for start in range(0, len(pending), batch_size):
                 batch = pending[start : start + batch_size]
@@ -363,9 +378,14 @@ class Runner:
                         "batch_size": len(batch),
                     }
                     log.write(json.dumps(record) + "\n")
+                # Flushed per batch: a killed process loses no finished query. Synced to disk at
+                # most every few seconds and at the end: a power loss costs a few seconds' work.
                 log.flush()
-                os.fsync(log.fileno())
+                if time.monotonic() - synced > _SYNC_SECONDS:
+                    os.fsync(log.fileno())
+                    synced = time.monotonic()
                 task.advance(len(batch))
+            os.fsync(log.fileno())
 
     def _write_outputs(
         self,

@@ -220,9 +220,21 @@ def _versions(packages: tuple[str, ...]) -> dict[str, str | None]:
 def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
     """Positions of the ``k`` best scores ordered by (-score, position): ties in index order,
     as Lucene breaks them, including ties across the k-th rank."""
-    n = len(scores)
     if k <= 0:
         return np.zeros(0, dtype=np.int64)
+    positive = np.flatnonzero(scores > 0)
+    if len(positive) == len(scores) or scores.min() < 0:
+        return _top_k_of_all(scores, k)
+    # BM25 scores only the documents holding a query term above 0: select among those, then
+    # fill with documents scoring 0, in index order (the order ties take).
+    top = positive[_top_k_of_all(scores[positive], k)]
+    if len(top) < k:
+        top = np.concatenate([top, np.flatnonzero(scores == 0)[: k - len(top)]])
+    return top
+
+
+def _top_k_of_all(scores: np.ndarray, k: int) -> np.ndarray:
+    n = len(scores)
     if k >= n:
         return np.argsort(-scores, kind="stable")
     threshold = np.partition(scores, n - k)[n - k]  # the k-th largest score

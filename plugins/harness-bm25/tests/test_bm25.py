@@ -258,3 +258,21 @@ def test_top_k_breaks_ties_by_index_position() -> None:
     assert _top_k(scores, 7).tolist() == [1, 2, 4, 6, 0, 3, 5]
     assert _top_k(scores, 10).tolist() == [1, 2, 4, 6, 0, 3, 5]
     assert _top_k(np.zeros(5, dtype=np.float32), 3).tolist() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_top_k_is_the_order_of_score_then_position(seed: int) -> None:
+    """On score arrays shaped like BM25's (mostly 0, ties, a few negatives from robertson's idf),
+    the top k is exactly the first k of all positions sorted by (-score, position)."""
+    from harness_bm25.retriever import _top_k
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    scores = rng.choice(np.array([0, 0, 0, 0, 1.5, 2.25, 3, 7.125], dtype=np.float32), size=n)
+    if seed % 3 == 0:
+        scores[rng.integers(0, n, 3)] = -0.5
+    if seed % 5 == 0:
+        scores[:] = 0
+    for k in (1, 2, 10, 100, n, n + 5):
+        expected = sorted(range(n), key=lambda i: (-float(scores[i]), i))[:k]
+        assert _top_k(scores, k).tolist() == expected, (seed, k)

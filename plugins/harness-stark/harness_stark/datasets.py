@@ -8,6 +8,7 @@ from pydantic import Field
 
 import harness
 from harness_stark import files
+from harness_stark.graph import LAYOUT as GRAPH_LAYOUT
 from harness_stark.skb import AmazonSKB, MagSKB, PrimeSKB, StarkSKB, file_fingerprint, read_processed
 
 __all__ = ["StarkAmazon", "StarkDataset", "StarkMag", "StarkOptions", "StarkPrime"]
@@ -46,7 +47,7 @@ class StarkDataset(harness.Dataset):
     def load_skb(self) -> StarkSKB:
         if self._skb is None:
             directory = files.processed_dir(self.stark_name, self.options.data_dir, self.variant, self.options.revision)
-            fingerprint = file_fingerprint(directory)
+            fingerprint = files_key = file_fingerprint(directory)
             processed = read_processed(directory, fingerprint)
             skb_options = self.options.model_dump(exclude=set(StarkOptions.model_fields))
             # Options that change the documents change the fingerprint (caches key on it);
@@ -54,7 +55,9 @@ class StarkDataset(harness.Dataset):
             changed = self.options.model_dump(exclude=set(StarkOptions.model_fields), exclude_defaults=True)
             if changed:
                 fingerprint = harness.stable_hash([fingerprint, changed], length=16)
-            self._skb = self.skb_class(processed, fingerprint=fingerprint, **skb_options)
+            # The graph depends on the files (and the class's type dictionaries) only.
+            graph = harness.cache_root() / "stark" / "graph" / f"{self.skb_class.__name__}-{files_key}-{GRAPH_LAYOUT}"
+            self._skb = self.skb_class(processed, fingerprint=fingerprint, graph_cache=graph, **skb_options)
         return self._skb
 
     def describe(self) -> dict[str, Any]:

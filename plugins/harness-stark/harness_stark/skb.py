@@ -1,11 +1,9 @@
 """Load STaRK's processed SKB files into the harness SKB, with STaRK's documents.
 
 The processed files (``node_info.pkl``, ``edge_index.pt``, ``edge_types.pt``,
-``node_types.pt``, ``edge_type_dict.pkl``, ``node_type_dict.pkl``) are read once. Edges are
-made undirected the way the official loader does: left exactly as they are when the edge
-multiset is its own reverse (PyG's ``is_undirected``), else every edge is added in reverse and
-duplicates merged, a node pair joined by several relations keeping the truncated mean of their
-type ids (PyG's ``to_undirected(reduce="mean")``). They are then held as CSR arrays.
+``node_types.pt``, ``edge_type_dict.pkl``, ``node_type_dict.pkl``) are read once: ``node_info``
+into a store read node by node (:mod:`harness_stark.store`), the edges made undirected as the
+official loader makes them and cached as CSR arrays (:mod:`harness_stark.graph`).
 Documents are built on demand from ``node_info`` and follow the official
 ``get_doc_info(add_rel=..., compact=...)`` of each SKB character for character, including
 where it fails: a node whose attributes the official code cannot read raises a
@@ -24,27 +22,25 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+import harness
 from harness import SKB, EdgeType, HarnessError, compact_text
+from harness_stark.graph import Graph, cached_graph, distinct, read_tensors, to_undirected
 
 #: What reading a node's attributes the way STaRK does may raise when they have another shape.
 _SHAPE_ERRORS = (AttributeError, KeyError, TypeError, ValueError, IndexError)
 
 
 def read_processed(directory: Path, fingerprint: str | None = None) -> dict[str, Any]:
-    """The official processed files as numpy arrays and Python objects; ``node_info`` as a
-    :class:`~harness_stark.store.NodeStore` read on demand (converted once, then cached)."""
-    import torch
-
+    """The official processed files: ``node_info`` as a :class:`~harness_stark.store.NodeStore`
+    read on demand (converted once, then cached) and the type dictionaries. The edge and node
+    type tensors are read only when the cached graph (:mod:`harness_stark.graph`) lacks them."""
     from harness import cache_root
     from harness_stark.store import build_store
 
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"directory": directory}
     key = fingerprint or file_fingerprint(directory)
     try:
         out["node_info"] = build_store(directory / "node_info.pkl", cache_root() / "stark" / "nodes" / key)
-        for key in ("edge_index", "edge_types", "node_types"):
-            tensor = torch.load(directory / f"{key}.pt", map_location="cpu", weights_only=True)
-            out[key] = tensor.numpy().astype(np.int64, copy=False)
         for key in ("edge_type_dict", "node_type_dict"):
             path = directory / f"{key}.pkl"
             if path.exists():
@@ -55,54 +51,15 @@ def read_processed(directory: Path, fingerprint: str | None = None) -> dict[str,
     return out
 
 
-def is_undirected(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> bool:
-    """PyG's ``is_undirected``: the edge multiset equals its reverse, each duplicate counted
-    (a->b twice and b->a once is *not* undirected). Node ids are non-negative."""
-    if not len(src):
-        return True
-    n = max(num_nodes, int(src.max()) + 1, int(dst.max()) + 1)
-    if not np.array_equal(np.bincount(src, minlength=n), np.bincount(dst, minlength=n)):
-        return False  # out-degrees differ from in-degrees: settled without sorting
-    forward = src * n + dst  # sorted int64 keys, not np.unique: duplicates must count
-    forward.sort()
-    backward = dst * n + src
-    backward.sort()
-    return bool(np.array_equal(forward, backward))
-
-
-def to_undirected(edge_index: np.ndarray, edge_types: np.ndarray, num_nodes: int) -> tuple[np.ndarray, ...]:
-    """The official loader's ``if not is_undirected(...): to_undirected(..., reduce="mean")``:
-    edges kept exactly as they are (duplicates, pairs under several relations), or each also
-    reversed, duplicate node pairs merged into one edge whose type id is the truncated mean of
-    theirs; merged edges come sorted by (source, target) as PyG's ``coalesce`` leaves them."""
-    src, dst = edge_index
-    if is_undirected(src, dst, num_nodes):
-        return src, dst, edge_types
-    rows = np.concatenate([src, dst])
-    cols = np.concatenate([dst, src])
-    types = np.concatenate([edge_types, edge_types])
-    low = int(types.min())
-    span = int(types.max()) - low + 1
-    if num_nodes * num_nodes * span < 2**62:
-        # One sort of (pair, type) packed in an int64 is several times faster than np.unique's argsort.
-        packed = (rows * num_nodes + cols) * span + (types - low)
-        packed.sort()
-        keys, offsets = np.divmod(packed, span)
-        starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
-        sums = np.add.reduceat(offsets, starts) + low * np.diff(np.append(starts, len(keys)))
-        counts = np.diff(np.append(starts, len(keys)))
-        keys = keys[starts]
-    else:
-        keys, inverse = np.unique(rows * num_nodes + cols, return_inverse=True)
-        sums = np.bincount(inverse, weights=types, minlength=len(keys)).astype(np.int64)
-        counts = np.bincount(inverse, minlength=len(keys))
-    # The mean truncated toward zero, as ``.long()`` does (integer arithmetic: no rounding).
-    merged = np.where(sums >= 0, sums // counts, -(-sums // counts)).astype(np.int64)
-    return keys // num_nodes, keys % num_nodes, merged
-
-
 def _positions(values: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """Index in ``keys`` (unique) of each value; -1 where a value is not among them."""
+    bound = max(int(keys.max(initial=0)), int(values.max(initial=0))) + 1
+    if len(keys) and keys.min() >= 0 and bound <= 1 << 20 and len(values) > 1000:
+        # type ids are small: one table look-up per value instead of a binary search
+        table = np.full(bound, -1, dtype=np.int64)
+        table[keys] = np.arange(len(keys))
+        inside = values >= 0
+        return np.where(inside, table[np.where(inside, values, 0)], -1)
     order = np.argsort(keys, kind="stable")
     ordered = keys[order]
     at = np.searchsorted(ordered, values).clip(max=len(keys) - 1)
@@ -220,7 +177,12 @@ class StarkSKB(SKB):
     default_edge_types: ClassVar[dict[int, str]] = {}
     candidate_type_names: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, processed: dict[str, Any], fingerprint: str | None = None) -> None:
+    def __init__(
+        self, processed: dict[str, Any], fingerprint: str | None = None, graph_cache: Path | None = None
+    ) -> None:
+        """``processed``: :func:`read_processed`'s files (or the tensors themselves under
+        ``edge_index``, ``edge_types``, ``node_types``). ``graph_cache``: a cache entry for the
+        graph made undirected (see :mod:`harness_stark.graph`), keyed by the caller."""
         self.node_info: Mapping[int, Any] = processed["node_info"]
         # Relation lines repeat the same neighbour names; each costs one unpickle from the store.
         self.node_name = functools.lru_cache(maxsize=1 << 18)(self.node_name)  # type: ignore[method-assign]
@@ -229,11 +191,39 @@ class StarkSKB(SKB):
             raise HarnessError(f"{self.skb_name}: node_type_dict.pkl / edge_type_dict.pkl are missing")
         self.node_type_dict = dict(node_type_dict)
         self.edge_type_dict = dict(edge_type_dict)
-        raw_node_types = processed["node_types"].reshape(-1)
-        n = len(raw_node_types)
+        self.type_ids = _type_ids(self.node_type_dict, f"{self.skb_name}: node_type_dict")
+        graph = cached_graph(graph_cache, lambda: self._graph(processed))
+        n = len(graph["node_types"])
         if len(self.node_info) != n:
             raise HarnessError(f"{self.skb_name}: {len(self.node_info)} entries in node_info but {n} node types")
-        self.type_ids = _type_ids(self.node_type_dict, f"{self.skb_name}: node_type_dict")
+        self.edge_type_ids = np.asarray(graph["edge_type_ids"])
+        known = len(self.edge_type_dict)
+        relations = [EdgeType(str(name)) for name in self.edge_type_dict.values()]
+        relations += [EdgeType(f"<edge type {t}: not in edge_type_dict>") for t in self.edge_type_ids[known:]]
+        type_names = [str(name) for name in self.node_type_dict.values()]
+        super().__init__(
+            name=self.skb_name,
+            node_type_names=type_names,
+            node_types=graph["node_types"],
+            names=_Names(self),
+            fields=_Info(self.node_info),
+            edge_types=relations,
+            src=graph["src"],
+            dst=graph["dst"],
+            edge_type=graph["edge_type"],
+            candidate_types=list(self.candidate_type_names) or type_names,
+            fingerprint=fingerprint,
+            undirected=True,
+            indptr=graph["indptr"],
+        )
+
+    def _graph(self, processed: dict[str, Any]) -> Graph:
+        """The graph as the official loader makes it, checked against the type dictionaries;
+        node types and relations as positions in them; edges in the :class:`harness.SKB`
+        ``indptr`` layout."""
+        tensors = processed if "edge_index" in processed else read_tensors(processed["directory"])
+        raw_node_types = tensors["node_types"].reshape(-1)
+        n = len(raw_node_types)
         node_types = _positions(raw_node_types, self.type_ids)
         if (node_types < 0).any():
             unknown = np.flatnonzero(node_types < 0)
@@ -242,7 +232,7 @@ class StarkSKB(SKB):
                 f"{self.skb_name}: node_types.pt gives node {int(unknown[0])} (and {len(unknown) - 1} more) "
                 f"type id(s) {ids[:10]} that node_type_dict {self.node_type_dict} does not name"
             )
-        edge_index, raw_edge_types = processed["edge_index"], processed["edge_types"].reshape(-1)
+        edge_index, raw_edge_types = tensors["edge_index"], tensors["edge_types"].reshape(-1)
         if edge_index.ndim != 2 or edge_index.shape[0] != 2 or edge_index.shape[1] != len(raw_edge_types):
             raise HarnessError(
                 f"{self.skb_name}: edge_index.pt has shape {edge_index.shape}, "
@@ -252,25 +242,17 @@ class StarkSKB(SKB):
             raise HarnessError(f"{self.skb_name}: edge_index.pt has an edge outside the nodes 0..{n - 1}")
         src, dst, raw_types = to_undirected(edge_index, raw_edge_types, n)
         known = _type_ids(self.edge_type_dict, f"{self.skb_name}: edge_type_dict")
-        extra = sorted(set(np.unique(raw_types).tolist()) - set(known.tolist()))
-        self.edge_type_ids = np.concatenate([known, np.array(extra, dtype=np.int64)])
-        relations = [EdgeType(str(name)) for name in self.edge_type_dict.values()]
-        relations += [EdgeType(f"<edge type {t}: not in edge_type_dict>") for t in extra]
-        type_names = [str(name) for name in self.node_type_dict.values()]
-        super().__init__(
-            name=self.skb_name,
-            node_type_names=type_names,
-            node_types=node_types,
-            names=_Names(self),
-            fields=_Info(self.node_info),
-            edge_types=relations,
-            src=src,
-            dst=dst,
-            edge_type=_positions(raw_types, self.edge_type_ids),
-            candidate_types=list(self.candidate_type_names) or type_names,
-            fingerprint=fingerprint,
-            undirected=True,
-        )
+        extra = sorted(set(distinct(raw_types).tolist()) - set(known.tolist()))
+        edge_type_ids = np.concatenate([known, np.array(extra, dtype=np.int64)])
+        src, dst, edge_type = harness.sort_edges(src, dst, _positions(raw_types, edge_type_ids))
+        return {
+            "node_types": node_types.astype(np.int32),
+            "src": src,
+            "dst": dst,
+            "edge_type": edge_type.astype(np.int32),
+            "indptr": harness.row_offsets(src, n),
+            "edge_type_ids": edge_type_ids,
+        }
 
     # -- what subclasses provide -------------------------------------------------------
     def type_dicts(self, processed: dict[str, Any]) -> tuple[Mapping[Any, Any], Mapping[Any, Any]]:
@@ -487,9 +469,15 @@ class AmazonSKB(StarkSKB):
     VARIANT = "brand-category-color"
     META_TYPES = ("brand", "category", "color")  # the official document of these is one line
 
-    def __init__(self, processed: dict[str, Any], fingerprint: str | None = None, max_entries: int = 25) -> None:
+    def __init__(
+        self,
+        processed: dict[str, Any],
+        fingerprint: str | None = None,
+        graph_cache: Path | None = None,
+        max_entries: int = 25,
+    ) -> None:
         self.max_entries = max_entries
-        super().__init__(processed, fingerprint)
+        super().__init__(processed, fingerprint, graph_cache)
 
     def node_name(self, node: int) -> str:
         info = self.node_info[node]

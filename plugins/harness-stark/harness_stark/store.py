@@ -6,7 +6,8 @@ size on disk. The first load converts it, streaming, into ``blobs.bin`` (one pic
 node, concatenated) and ``offsets.npy``; later loads open those, and a node's attributes
 are read and unpickled only when its document is built.
 
-The conversion reads the pickle with a streaming unpickler that hands over each top-level
+A file under :data:`WHOLE_BELOW` is read whole by the C unpickler instead. Larger ones are
+read with a streaming unpickler that hands over each top-level
 entry as soon as it is complete and later forgets what it built (keeping dict keys and
 anything a later entry read back), so memory stays bounded by a window of entries. Should a file
 share other objects between entries, the streaming reader cannot resolve them and falls
@@ -16,10 +17,10 @@ back to a plain ``pickle.load`` (correct, only heavier).
 from __future__ import annotations
 
 import collections
-import contextlib
 import os
 import pickle
 import struct
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
@@ -141,14 +142,15 @@ class NodeStore(Mapping[int, Any]):
     def __init__(self, directory: Path) -> None:
         self.offsets = np.load(directory / "offsets.npy")
         self._fd = os.open(directory / "blobs.bin", os.O_RDONLY)
-
-    def __del__(self) -> None:
-        with contextlib.suppress(AttributeError, OSError):
-            os.close(self._fd)
+        weakref.finalize(self, os.close, self._fd)  # closed with the object, or at exit
+        #: the nodes as objects, when the process that converted the file still holds them
+        self.objects: Mapping[int, Any] | None = None
 
     def __getitem__(self, node: int) -> Any:
         if not 0 <= node < len(self.offsets) - 1:
             raise KeyError(node)
+        if self.objects is not None:
+            return self.objects[node]
         start, end = int(self.offsets[node]), int(self.offsets[node + 1])
         return pickle.loads(os.pread(self._fd, end - start, start))
 
@@ -159,29 +161,52 @@ class NodeStore(Mapping[int, Any]):
         return iter(range(len(self)))
 
 
+#: Below this size ``node_info.pkl`` is read whole by the C unpickler (several times faster than
+#: streaming; STaRK-Prime's 150 MB take ~1 GB as objects), and the process that converted it
+#: keeps the objects. Larger files (STaRK-Amazon) are streamed, in bounded memory.
+WHOLE_BELOW = 256 << 20
+
+
 def build_store(source: Path, directory: Path) -> NodeStore:
     """Convert ``node_info.pkl`` into a :class:`NodeStore` at ``directory`` (atomically)."""
     if (directory / "offsets.npy").exists():
         return NodeStore(directory)
+    whole: Mapping[Any, Any] | None = None
     try:
         with atomic_dir(directory) as tmp:
-            try:
-                positions = _write_blobs(tmp / "blobs.bin", lambda sink: _read_entries(source, sink))
-            except _Restart:
-                positions = _write_blobs(tmp / "blobs.bin", lambda sink: _whole(source, sink))
+            if source.stat().st_size < WHOLE_BELOW:
+                whole = _load_whole(source)
+                positions = _write_blobs(tmp / "blobs.bin", lambda sink: _feed(whole, sink))
+            else:
+                try:
+                    positions = _write_blobs(tmp / "blobs.bin", lambda sink: _read_entries(source, sink))
+                except _Restart:
+                    positions = _write_blobs(tmp / "blobs.bin", lambda sink: _whole(source, sink))
             _write_offsets(tmp, positions, source)
     except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError, IndexError) as exc:
         raise HarnessError(f"cannot read {source}: {exc}") from exc
-    return NodeStore(directory)
+    store = NodeStore(directory)
+    if whole is not None and all(type(key) is int for key in whole):
+        store.objects = whole  # already in memory: this process reads them, not the file
+    return store
 
 
-def _whole(source: Path, sink: Callable[[Any, Any], None]) -> None:
+def _load_whole(source: Path) -> Mapping[Any, Any]:
     with source.open("rb") as handle:
         whole = pickle.load(handle)
     if not isinstance(whole, Mapping):
         raise HarnessError(f"{source}: expected a pickled dict of node attributes")
+    return whole
+
+
+def _feed(whole: Mapping[Any, Any], sink: Callable[[Any, Any], None]) -> None:
     for key, value in whole.items():
         sink(key, value)
+
+
+def _whole(source: Path, sink: Callable[[Any, Any], None]) -> None:
+    """The fallback of streaming: the whole file read at once."""
+    _feed(_load_whole(source), sink)
 
 
 def _write_blobs(path: Path, feed: Callable[[Callable[[Any, Any], None]], None]) -> dict[int, tuple[int, int]]:

@@ -304,18 +304,24 @@ def test_answers_outside_the_candidates_are_kept_and_dropped_by_the_metrics(offi
         {},
     ],
 )
-def test_node_store_equals_pickle(node_info: dict, tmp_path: Path) -> None:
+@pytest.mark.parametrize("whole_below", [0, 1 << 30], ids=["streamed", "read-whole"])
+def test_node_store_equals_pickle(
+    node_info: dict, whole_below: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import pickle
 
+    import harness_stark.store as store_module
     from harness_stark.store import build_store
 
+    monkeypatch.setattr(store_module, "WHOLE_BELOW", whole_below)
     source = tmp_path / "node_info.pkl"
     source.write_bytes(pickle.dumps(node_info, protocol=4))
     store = build_store(source, tmp_path / "store")
     assert len(store) == len(node_info)
     assert {i: store[i] for i in range(len(store))} == node_info
     again = build_store(source, tmp_path / "store")  # a second call opens the cached copy
-    assert len(again) == len(node_info)
+    assert again.objects is None  # read from the file this time
+    assert {i: again[i] for i in range(len(again))} == node_info
 
 
 def test_node_store_rejects_bad_files(tmp_path: Path) -> None:
@@ -341,6 +347,7 @@ def test_node_store_streams_without_reading_the_whole_pickle(tmp_path: Path, mon
         raise AssertionError("fell back to reading the whole pickle")
 
     monkeypatch.setattr(store, "_whole", whole)
+    monkeypatch.setattr(store, "WHOLE_BELOW", 0)  # stream even these small files
     node_info = {i: {"title": f"title {i}", "review": [{"reviewText": "w" * (80 + i % 13)}]} for i in range(3000)}
     for protocol in (2, 4, 5):
         source = tmp_path / f"p{protocol}.pkl"
@@ -356,6 +363,7 @@ def test_node_store_streams_shared_constants(tmp_path: Path, monkeypatch: pytest
     import harness_stark.store as store
 
     monkeypatch.setattr(store, "_whole", lambda *a: (_ for _ in ()).throw(AssertionError("fell back")))
+    monkeypatch.setattr(store, "WHOLE_BELOW", 0)
     shared = "10 x 5 x 2 inches ; 1 pounds" * 3
     node_info = {i: {"details": {"dimensions": shared}, "text": "t" * (70 + i % 5) + str(i)} for i in range(5000)}
     source = tmp_path / "n.pkl"

@@ -26,9 +26,11 @@ import stark_fixtures as fixtures
 import torch
 from official import official_skb_classes
 
+import harness_stark.skb as skb_module
 from harness import HarnessError
 from harness_stark.datasets import StarkAmazon, StarkMag, StarkPrime
-from harness_stark.skb import StarkSKB, to_undirected
+from harness_stark.graph import to_undirected
+from harness_stark.skb import StarkSKB
 
 DATASETS = {"prime": StarkPrime, "mag": StarkMag, "amazon": StarkAmazon}
 HAND_MADE = {"prime": fixtures.write_prime, "mag": fixtures.write_mag, "amazon": fixtures.write_amazon}
@@ -82,12 +84,23 @@ def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     # Module scope runs before conftest's per-test isolation, which would set the cache.
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HARNESS_CACHE", str(cache))
+        first = DATASETS[name](data_dir=str(root)).load_skb()  # converts the files, builds the graph
+        # The second load maps the cached graph: no tensor is read, nothing is made undirected.
+        patch.setattr(skb_module, "read_tensors", _must_not_run)
+        patch.setattr(skb_module, "to_undirected", _must_not_run)
         ours = DATASETS[name](data_dir=str(root)).load_skb()
+    assert isinstance(ours.src, np.memmap) or isinstance(ours.src.base, np.memmap)
+    for array in ("node_types", "src", "dst", "edge_type", "indptr", "candidate_ids"):
+        np.testing.assert_array_equal(getattr(ours, array), getattr(first, array), err_msg=array)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the official code's torch.sparse deprecation warnings
         theirs = classes[name](root=str(official_root), download_processed=False)
     assert isinstance(ours, StarkSKB)
     return Pair(request.param, ours, theirs, official_root / fixtures.PROCESSED[name])
+
+
+def _must_not_run(*args: Any) -> Any:
+    raise AssertionError("a warm load read the tensors or made the graph undirected again")
 
 
 def _official_document(skb: Any, node: int, add_rel: bool, compact: bool) -> str:
@@ -199,13 +212,13 @@ def test_undirected_like_pyg_on_small_multigraphs(seed: int) -> None:
     assert ours == sorted(zip(*expected_index, expected_types, strict=True))
     from torch_geometric.utils import is_undirected as pyg_is_undirected
 
-    from harness_stark.skb import is_undirected
+    from harness_stark.graph import is_undirected
 
     assert is_undirected(index[0], index[1], n) == pyg_is_undirected(torch.from_numpy(index))
 
 
 def test_set_symmetric_but_not_multiset_symmetric_is_merged() -> None:
-    from harness_stark.skb import is_undirected
+    from harness_stark.graph import is_undirected
 
     index = np.array([[0, 0, 1], [1, 1, 0]])  # 0->1 twice, 1->0 once
     assert not is_undirected(index[0], index[1], 2)
