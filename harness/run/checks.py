@@ -5,6 +5,7 @@ uses), the resume log (``read_results``) and what a run spent (``read_usage``)."
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,11 +102,12 @@ def _valid_record(record: Any) -> bool:
     if not isinstance(record, dict) or not isinstance(record.get("qid"), int):
         return False
     ids, scores = record.get("ids"), record.get("scores")
-    if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+    # exact type tests (a bool is an int, and must not pass as an id); JSON gives no subclasses
+    if not isinstance(ids, list) or any(type(i) is not int for i in ids):
         return False
     if not isinstance(scores, list) or len(scores) != len(ids):
         return False
-    if not all(isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v) for v in scores):
+    if any(type(v) is not float and type(v) is not int for v in scores) or not all(map(math.isfinite, scores)):
         return False
     latency = record.get("latency_ms")
     return isinstance(latency, int | float) and not isinstance(latency, bool) and latency >= 0

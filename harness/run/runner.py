@@ -89,7 +89,11 @@ def check_answers(skb: SKB, queries: Sequence[Query], where: str) -> int:
     if bad:
         shown = ", ".join(f"query {qid}: {aid}" for qid, aid in bad[:5])
         raise HarnessError(f"{where}: {len(bad)} answer ids are not nodes of SKB {skb.name!r} ({shown})")
-    return sum(1 for q in queries if not skb.is_candidate(np.asarray(q.answer_ids)).any())
+    answers = np.fromiter((a for q in queries for a in q.answer_ids), dtype=np.int64)
+    owner = np.repeat(np.arange(len(queries)), [len(q.answer_ids) for q in queries])
+    with_candidate = np.zeros(len(queries), dtype=bool)
+    with_candidate[owner[skb.is_candidate(answers)]] = True
+    return int((~with_candidate).sum())
 
 
 class Runner:
@@ -198,7 +202,8 @@ class Runner:
                     phases["build"] = build_seconds
                     write_json(build_path, {"seconds": build_seconds})
                     began = time.perf_counter()
-                    self._search(spec, retriever_obj, pending, results_path, candidate_mask(skb))
+                    # the log holds what was read plus what this search appends (the lock is ours)
+                    done.update(self._search(spec, retriever_obj, pending, results_path, candidate_mask(skb)))
                     phases["search"] = time.perf_counter() - began
                 finally:
                     # added to what earlier sessions spent: a resumed row reports the whole run's
@@ -211,7 +216,6 @@ class Runner:
                     for what, count in counts.items()
                     if count
                 ]
-                done = read_results(results_path, {q.id for q in queries})
 
             missing = [q.id for q in queries if q.id not in done]
             if missing:
@@ -346,8 +350,10 @@ class Runner:
         pending: list[Query],
         results_path: Path,
         is_candidate: np.ndarray,
-    ) -> None:
+    ) -> dict[int, dict[str, Any]]:
+        """Search ``pending`` in batches, appending each result to the log; returns them."""
         batch_size = self.batch_size or retriever.batch_size
+        found: dict[int, dict[str, Any]] = {}
         task = self.progress(f"search {spec.retriever}", len(pending))
         dropped = self._dropped.setdefault(spec.retriever, {"non-candidate": 0, "repeated": 0})
         synced = time.monotonic()
@@ -378,6 +384,7 @@ class Runner:
                         "batch_size": len(batch),
                     }
                     log.write(json.dumps(record) + "\n")
+                    found[query.id] = record
                 # Flushed per batch: a killed process loses no finished query. Synced to disk at
                 # most every few seconds and at the end: a power loss costs a few seconds' work.
                 log.flush()
@@ -386,6 +393,7 @@ class Runner:
                     synced = time.monotonic()
                 task.advance(len(batch))
             os.fsync(log.fileno())
+        return found
 
     def _write_outputs(
         self,
