@@ -19,7 +19,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 import harness
-from harness_bm25.analysis import LuceneEnglishAnalyzer
+from harness_bm25.analysis import ANALYZER_VERSION, LuceneEnglishAnalyzer
 from harness_bm25.norms import rescore_like_lucene
 
 __all__ = ["BM25Retriever"]
@@ -92,8 +92,8 @@ class BM25Retriever(harness.Retriever):
         self._ids: np.ndarray | None = None
 
     def _lucene(self) -> LuceneEnglishAnalyzer | None:
-        """The Lucene-style analyzer, built on first use (importing NLTK takes seconds, and the
-        runner constructs retrievers just to read ``uses()``)."""
+        """The Lucene-style analyzer, built on first use (the runner constructs retrievers just
+        to read ``uses()``)."""
         if self.options.analyzer != "lucene":
             return None
         if self._analyzer is None:
@@ -130,7 +130,12 @@ class BM25Retriever(harness.Retriever):
                 "params": p,
                 "version": self.version,
                 "bm25s": importlib.metadata.version("bm25s"),
-                "analyzer": _versions(("nltk",) if p["analyzer"] == "lucene" else ("PyStemmer",)),
+                "analyzer": (
+                    # regex: the Unicode tables non-ASCII word boundaries come from
+                    {"lucene-english": ANALYZER_VERSION, **_versions(("regex",))}
+                    if p["analyzer"] == "lucene"
+                    else _versions(("PyStemmer",))
+                ),
                 "layout": 2,  # a digest manifest, checked before loading
             }
         )

@@ -92,6 +92,22 @@ def test_the_python_analyzer_gives_lucenes_tokens() -> None:
         "John's x.org libfoo-dev 3.14 10,000 10:30 o'neil's 'em foo_bar _ ® 🚀 हिन्दी gosa² 日本語テキスト",
         "Possibly the methodology of webassembly technologies: running, runs, ran; os ds js U.S.A.",
         "x" * 300 + " the a an WITH Such",
+        # ASCII joiners, underscores, quotes and possessives
+        "a:b 1.5 1,000.5 o'neil's a_b __ x.y.z 3a a3 rock'n'roll trailing's' '' 'em ''a a'' it's. JOHN'S'S a's's",
+        "1:2 a,b 1;2 a;b 1'2 a'1 1.a a.1 a3.5 a3.b _a a_ _1_ 1_a a_.b a._b e.g., U.S.A. x...y a..b 1..2 1,,2",
+        "http://x.org/a?b=c foo@bar.com grokking possibly biology as is hopping filling fizzed generalization",
+        "tab\tnew\nline\r\nform\x0cfeed\x0bvt\x1fus",
+        # tokens cut at 255 characters: the longest token that fits, then a fresh start
+        "x" * 254 + "'s tail " + "x" * 253 + "'s " + "x" * 255 + "'s " + "x" * 254 + ".y" + "z" * 10,
+        "_" * 300 + "a " + "a" + "_" * 300 + " " + "1" * 254 + ",5 " + "x" * 250 + "'y'z'w'q" + "r" * 10,
+        "ab" * 200 + "'s " + "1" * 300 + " " + "x" * 510 + "ing " + "y" * 300 + ":" + "q" * 5,
+        "é" * 254 + "'s " + "é" * 300 + " " + "𝒳" * 200 + " a" + "𝒳" * 200 + " " + "x" * 254 + "’s",
+        # Java's lower case, possessives and lengths; ASCII words in a non-ASCII document
+        "ΟΔΟΣ İstanbul John＇s JOHN’S straße ﬁle 𝒳s a𝒳ies 𝐚𝐛ing café's running biology grokking x.org 1,000.5",
+        # a combining mark, joiner or soft hyphen where a document or a line starts is no part of a word
+        "\u0301abc x\u0301abc\n\u200ddef é\n\u00adghi \u0301\u0301ab\u0301c",
+        "\u0301abc",
+        "x" * 255 + "\u0301abc " + "x" * 254 + "e\u0301abc " + "é" * 100 + "𝒳" * 100 + "'s",
     ]
     dataset = DebianDataset().load_skb()
     texts += list(dataset.documents(dataset.candidate_ids[::20]))  # 3,172 real documents
