@@ -24,6 +24,7 @@ from harness.caches import discard_entry, entry_lock, file_digest, verified_entr
 from harness.errors import HarnessError
 from harness.io import atomic_dir, cache_root, stable_hash
 
+#: Part of the cache key: bump it whenever what is compiled, or how, changes.
 LAYOUT = "harness-skb-compiled/1"
 _ARRAYS = ("node_types", "src", "dst", "edge_type", "indptr")
 

@@ -18,6 +18,7 @@ import numpy as np
 
 import harness
 
+#: Part of the cache key: bump it whenever what is cached, or how it is computed, changes.
 LAYOUT = "1"
 ARRAYS = ("node_types", "src", "dst", "edge_type", "indptr", "edge_type_ids")
 
