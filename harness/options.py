@@ -30,7 +30,7 @@ class Options(BaseModel):
     """Base class of a component's parameters. Unknown names are an error; derive defaults
     that depend on other fields in a ``model_validator(mode="after")`` so they are recorded."""
 
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    model_config = ConfigDict(extra="forbid", validate_default=True, defer_build=True)
 
 
 class DocumentOptions(Options):
