@@ -120,7 +120,8 @@ def _format_error(path: str, exc: ValidationError) -> str:
 
 def parse_registry(text: str, source: str) -> Registry:
     try:
-        data = yaml.safe_load(text)
+        # libyaml's parser when PyYAML has it (several times faster; the same safe constructors)
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
         raise HarnessError(f"{source}: not valid YAML: {exc}") from exc
     if data is None:
