@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import sys
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -76,33 +77,56 @@ def write_records(directory: str | os.PathLike[str], name: str, rows: Iterable[A
 
 def load_compiled(cls: type[S], directory: Path) -> S:
     """``cls.parse(directory)`` through the cache: the compiled copy when there is a sound one,
-    else parse and compile (one process compiles; another waits, then maps it)."""
-    from harness.skb import SKB, row_offsets, sort_edges
-
+    else parse and compile (one process compiles; another waits, then maps it). Without a
+    usable cache directory the SKB is parsed, with a warning."""
     files = sorted(p for p in directory.iterdir() if p.is_file()) if directory.is_dir() else []
     if not files:
         return cls.parse(directory)  # type: ignore[attr-defined]  # its error names what is missing
-    key = stable_hash([LAYOUT, [[p.name, file_digest(p)] for p in files]], 32)
+    key = _key(cls, files)
     entry = cache_root() / "skb" / key
-    with entry_lock(entry, "compiling the SKB"):
+    try:
+        lock = entry_lock(entry, "compiling the SKB")
+        lock.__enter__()
+    except OSError as exc:
+        print(f"warning: cannot use the cache at {entry.parent} ({exc}); reading {directory} uncached", file=sys.stderr)
+        return cls.parse(directory)  # type: ignore[attr-defined]
+    try:
         if verified_entry(entry):
             try:
                 return _open(cls, entry)
             except (HarnessError, OSError, ValueError, KeyError, TypeError, pickle.UnpicklingError) as exc:
                 discard_entry(entry, f"cannot be opened: {exc}")
-        skb: SKB = cls.parse(directory)  # type: ignore[attr-defined]
-        with atomic_dir(entry) as tmp:
-            src, dst, edge_type = sort_edges(skb.src, skb.dst, skb.edge_type)
-            arrays = {"node_types": skb.node_types, "src": src, "dst": dst, "edge_type": edge_type.astype(np.int32)}
-            for name, array in arrays.items():
-                np.save(tmp / f"{name}.npy", array)
-            np.save(tmp / "indptr.npy", row_offsets(src, skb.num_nodes))
-            with (tmp / "names.pkl").open("wb") as out:
-                pickle.dump(list(skb.names), out, protocol=pickle.HIGHEST_PROTOCOL)
-            write_records(tmp, "fields", (dict(skb.fields[i]) for i in range(skb.num_nodes)))
-            (tmp / "skb.json").write_text(json.dumps(_meta(skb), ensure_ascii=False), encoding="utf-8")
-            write_manifest(tmp)
+        skb = cls.parse(directory)  # type: ignore[attr-defined]
+        if _key(cls, files) != key:  # the files changed while being read: keep nothing of them
+            return skb
+        try:
+            _compile(skb, entry)
+        except OSError as exc:  # a full disk, a read-only cache: the parsed SKB is as good
+            print(f"warning: cannot write the compiled SKB at {entry} ({exc}); using it uncached", file=sys.stderr)
+            return skb
         return _open(cls, entry)
+    finally:
+        lock.__exit__(None, None, None)
+
+
+def _key(cls: type, files: list[Path]) -> str:
+    return stable_hash([LAYOUT, f"{cls.__module__}.{cls.__qualname__}", [[p.name, file_digest(p)] for p in files]], 32)
+
+
+def _compile(skb: Any, entry: Path) -> None:
+    from harness.skb import row_offsets, sort_edges
+
+    with atomic_dir(entry) as tmp:
+        src, dst, edge_type = sort_edges(skb.src, skb.dst, skb.edge_type)
+        arrays = {"node_types": skb.node_types, "src": src, "dst": dst, "edge_type": edge_type.astype(np.int32)}
+        for name, array in arrays.items():
+            np.save(tmp / f"{name}.npy", array)
+        np.save(tmp / "indptr.npy", row_offsets(src, skb.num_nodes))
+        with (tmp / "names.pkl").open("wb") as out:
+            pickle.dump(list(skb.names), out, protocol=pickle.HIGHEST_PROTOCOL)
+        write_records(tmp, "fields", (dict(skb.fields[i]) for i in range(skb.num_nodes)))
+        (tmp / "skb.json").write_text(json.dumps(_meta(skb), ensure_ascii=False), encoding="utf-8")
+        write_manifest(tmp)
 
 
 def _meta(skb: Any) -> dict[str, Any]:

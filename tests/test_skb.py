@@ -283,3 +283,14 @@ def test_the_compiled_copy_follows_the_files(tmp_path: Path, own_cache: Path) ->
     second.save(tmp_path / "skb")
     assert list(SKB.load(tmp_path / "skb").names) == ["a", "b", "c", "d"]
     assert len(_compiled(own_cache)) == 2
+
+
+def test_without_a_usable_cache_the_skb_is_read_uncached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    original = _graph_skb(False)
+    original.save(tmp_path / "skb")
+    (tmp_path / "not-a-directory").write_text("")
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "not-a-directory"))
+    _assert_same_skb(SKB.load(tmp_path / "skb"), original)
+    assert "reading" in capsys.readouterr().err

@@ -201,6 +201,8 @@ class BM25Retriever(harness.Retriever):
             ids = self._index.get_tokens_ids(query_tokens)
             if ids:
                 scores = self._index.get_scores_from_ids(ids)
+                if not np.isfinite(scores).all():  # a damaged index: never ranked silently
+                    raise harness.HarnessError(f"bm25: the index scores query {query_tokens!r} with NaN or inf")
             else:
                 scores = np.zeros(len(self._ids), dtype=self._index.dtype)
             positions = _top_k(scores, depth)
@@ -228,7 +230,7 @@ def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
     if k <= 0:
         return np.zeros(0, dtype=np.int64)
     positive = np.flatnonzero(scores > 0)
-    if len(positive) == len(scores) or scores.min() < 0:
+    if len(positive) == len(scores) or not (scores.min() >= 0):  # negatives or NaN: the general path
         return _top_k_of_all(scores, k)
     # BM25 scores only the documents holding a query term above 0: select among those, then
     # fill with documents scoring 0, in index order (the order ties take).

@@ -192,14 +192,20 @@ class StarkSKB(SKB):
         self.node_type_dict = dict(node_type_dict)
         self.edge_type_dict = dict(edge_type_dict)
         self.type_ids = _type_ids(self.node_type_dict, f"{self.skb_name}: node_type_dict")
+        if graph_cache is not None:
+            # node types and relations are cached as positions in these dictionaries
+            dicts = [list(self.node_type_dict.items()), list(self.edge_type_dict.items())]
+            graph_cache = graph_cache.with_name(f"{graph_cache.name}-{harness.stable_hash(dicts)}")
         graph = cached_graph(graph_cache, lambda: self._graph(processed))
+        known = _type_ids(self.edge_type_dict, f"{self.skb_name}: edge_type_dict")
+        if not np.array_equal(np.asarray(graph["edge_type_ids"][: len(known)]), known):
+            raise HarnessError(f"{self.skb_name}: the cached graph {graph_cache} numbers relations otherwise")
         n = len(graph["node_types"])
         if len(self.node_info) != n:
             raise HarnessError(f"{self.skb_name}: {len(self.node_info)} entries in node_info but {n} node types")
         self.edge_type_ids = np.asarray(graph["edge_type_ids"])
-        known = len(self.edge_type_dict)
         relations = [EdgeType(str(name)) for name in self.edge_type_dict.values()]
-        relations += [EdgeType(f"<edge type {t}: not in edge_type_dict>") for t in self.edge_type_ids[known:]]
+        relations += [EdgeType(f"<edge type {t}: not in edge_type_dict>") for t in self.edge_type_ids[len(known) :]]
         type_names = [str(name) for name in self.node_type_dict.values()]
         super().__init__(
             name=self.skb_name,

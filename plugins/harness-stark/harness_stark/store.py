@@ -27,7 +27,7 @@ from typing import Any, BinaryIO, ClassVar
 
 import numpy as np
 
-from harness import HarnessError, atomic_dir
+from harness import HarnessError, atomic_dir, entry_lock, verified_entry, write_manifest
 
 _WINDOW = 1000  # entries whose objects stay memoized, so that sharing between them is seen
 
@@ -168,9 +168,15 @@ WHOLE_BELOW = 256 << 20
 
 
 def build_store(source: Path, directory: Path) -> NodeStore:
-    """Convert ``node_info.pkl`` into a :class:`NodeStore` at ``directory`` (atomically)."""
-    if (directory / "offsets.npy").exists():
-        return NodeStore(directory)
+    """Convert ``node_info.pkl`` into a :class:`NodeStore` at ``directory`` (atomically, with a
+    manifest of digests checked on every later open; one process converts, another waits)."""
+    with entry_lock(directory, "converting node_info.pkl"):
+        if verified_entry(directory):  # a damaged copy is deleted, with a warning, and converted again
+            return NodeStore(directory)
+        return _convert(source, directory)
+
+
+def _convert(source: Path, directory: Path) -> NodeStore:
     whole: Mapping[Any, Any] | None = None
     try:
         with atomic_dir(directory) as tmp:
@@ -183,6 +189,7 @@ def build_store(source: Path, directory: Path) -> NodeStore:
                 except _Restart:
                     positions = _write_blobs(tmp / "blobs.bin", lambda sink: _whole(source, sink))
             _write_offsets(tmp, positions, source)
+            write_manifest(tmp)
     except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError, IndexError) as exc:
         raise HarnessError(f"cannot read {source}: {exc}") from exc
     store = NodeStore(directory)

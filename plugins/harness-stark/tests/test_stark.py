@@ -370,3 +370,58 @@ def test_node_store_streams_shared_constants(tmp_path: Path, monkeypatch: pytest
     source.write_bytes(pickle.dumps(node_info, protocol=4))
     built = store.build_store(source, tmp_path / "s")
     assert [built[i] for i in range(5000)] == list(node_info.values())
+
+
+def _snapshot(skb: Any) -> tuple[Any, ...]:
+    documents = [skb.document(int(i), with_relations=True) for i in skb.candidate_ids]
+    return documents, skb.counts(), [e.name for e in skb.edge_types]
+
+
+def test_the_cached_graph_follows_the_type_dictionaries(
+    official_files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MAG's relations come from the class, not the files: renumbering them must not reuse a
+    graph cached as positions in the old numbering (a warm load equals a cold one)."""
+    from harness_stark.skb import MagSKB
+
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "warm"))
+    StarkMag(data_dir=str(official_files)).load_skb()  # caches the graph under the shipped numbering
+    reordered = dict(reversed(list(MagSKB.default_edge_types.items())))
+    monkeypatch.setattr(MagSKB, "default_edge_types", reordered)
+    warm = _snapshot(StarkMag(data_dir=str(official_files)).load_skb())
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cold"))
+    assert warm == _snapshot(StarkMag(data_dir=str(official_files)).load_skb())
+
+
+def test_a_damaged_node_store_is_converted_again_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pickle
+
+    from harness_stark.store import build_store
+
+    node_info = {i: {"name": f"node {i}", "text": "x" * (20 + i)} for i in range(50)}
+    source = tmp_path / "node_info.pkl"
+    source.write_bytes(pickle.dumps(node_info))
+    build_store(source, tmp_path / "store")
+    with (tmp_path / "store" / "blobs.bin").open("r+b") as handle:  # same size, other bytes
+        handle.seek(40)
+        handle.write(b"\xff\xff\xff")
+    again = build_store(source, tmp_path / "store")
+    assert "is damaged (blobs.bin does not match its digest)" in capsys.readouterr().err
+    assert [again[i] for i in range(len(again))] == list(node_info.values())
+
+
+def test_type_ids_are_looked_up_alike_by_table_and_by_search() -> None:
+    """``_positions`` uses a table for many small ids, a binary search otherwise: the same answers."""
+    import numpy as np
+
+    from harness_stark.skb import _positions
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        keys = rng.choice(np.arange(-3, 40), size=int(rng.integers(1, 20)), replace=False)
+        values = rng.integers(-5, 45, size=int(rng.integers(1001, 3000)))
+        expected = [list(keys).index(v) if v in keys else -1 for v in values.tolist()]
+        assert _positions(values, keys).tolist() == expected
+        assert _positions(values[:900], keys).tolist() == expected[:900]  # the search path
