@@ -89,6 +89,15 @@ class _Node:
         return _dict_tree(self.dictionary)
 
 
+def _attribute(info: dict, key: str) -> Any:
+    """``_Node(info).<key>`` without building the node: a dict value reads as a node, a
+    missing key raises as the node does."""
+    if key not in info:
+        raise AttributeError(f"the node has no attribute {key!r}")
+    value = info[key]
+    return _Node(value) if isinstance(value, dict) else value
+
+
 def _dict_tree(dictionary: dict, indent: int = 0) -> str:
     tree = ""
     for key, value in dictionary.items():
@@ -310,7 +319,17 @@ def _clean(value: Any) -> Any:
     """STaRK's ``clean_dict``: drop entries whose value prints as '' or 'nan'."""
     if not isinstance(value, dict):
         return value
-    return {k: _clean(v) for k, v in value.items() if isinstance(v, dict) or str(v) not in ("", "nan")}
+    return {k: _clean(v) for k, v in value.items() if isinstance(v, dict) or not _blank(v)}
+
+
+def _blank(value: Any) -> bool:
+    """``str(value) in ("", "nan")``, the official test, without printing lists to learn it."""
+    kind = type(value)
+    if kind is str:
+        return value in ("", "nan")
+    if kind is list or kind is tuple:
+        return False  # prints as "[...]" or "(...)"
+    return str(value) in ("", "nan")
 
 
 class PrimeSKB(StarkSKB):
@@ -350,13 +369,13 @@ class PrimeSKB(StarkSKB):
 
     def doc_info(self, node: int, add_rel: bool) -> str:
         info = self.info(node)
-        item = _Node(info)
-        doc = f"- name: {item.name}\n- type: {item.type}\n- source: {item.source}\n"
+        kind = _attribute(info, "type")
+        doc = f"- name: {_attribute(info, 'name')}\n- type: {kind}\n- source: {_attribute(info, 'source')}\n"
         details, count = "- details:\n", 0
         for key, value in info["details"].items() if "details" in info else ():
-            if str(value) in ("", "nan") or key.startswith("_") or "_id" in key:
+            if _blank(value) or key.startswith("_") or "_id" in key:
                 continue
-            if item.type == "gene/protein" and key in self.GENE_FIELDS:
+            if kind == "gene/protein" and key in self.GENE_FIELDS:
                 if "interpro" in key:
                     value = [v["desc"] for v in ([value] if isinstance(value, dict) else value)]
                 if "generif" in key:
