@@ -207,3 +207,47 @@ def run_two(script: str) -> list[str]:
         assert child.returncode == 0, err
         outputs.append(out)
     return outputs
+
+
+CONTRIBUTING = (REPO / "CONTRIBUTING.md").read_text()
+
+
+def contributing_block(pattern: str) -> str:
+    """The code block of CONTRIBUTING.md whose text matches ``pattern`` (a regex)."""
+    import re
+
+    for block in re.findall(r"```\w*\n(.*?)```", CONTRIBUTING, flags=re.DOTALL):
+        if re.search(pattern, block):
+            return block
+    raise AssertionError(f"CONTRIBUTING.md has no code block matching {pattern!r}")
+
+
+def install_contributing_plugin(workdir: Path) -> tuple[list[str], dict[str, str]]:
+    """CONTRIBUTING's example plugin, laid out and installed as the guide says: its two files
+    in ``harness-keyword-overlap/``, then the documented ``pip install -e`` (into ``workdir/site``
+    with ``--target``, so the test environment is left alone). Returns the command that runs
+    the harness CLI with that install on its path (``.pth`` files processed, as in a
+    site-packages) and the environment for it."""
+    import shlex
+
+    project = workdir / "harness-keyword-overlap"
+    project.mkdir(parents=True)
+    (project / "keyword_overlap.py").write_text(contributing_block(r"\A# keyword_overlap\.py\n"))
+    (project / "pyproject.toml").write_text(contributing_block(r"\A\[build-system\]"))
+    install = next(
+        shlex.split(line)
+        for line in contributing_block(r"pip install -e ./harness-keyword-overlap").splitlines()
+        if line.startswith("pip install")
+    )
+    site = workdir / "site"
+    # the documented command; --no-deps: stark-harness and numpy are installed already
+    command = [sys.executable, "-m", *install, "--no-deps", "--target", str(site), "--quiet"]
+    built = subprocess.run(command, cwd=workdir, capture_output=True, text=True)
+    assert built.returncode == 0, f"{shlex.join(command)} failed:\n{built.stdout}{built.stderr}"
+    env = {**os.environ, "COLUMNS": "200"}
+    harness_cli = [
+        sys.executable,
+        "-c",
+        f"import site; site.addsitedir({str(site)!r}); import harness.cli as c; c.main()",
+    ]
+    return harness_cli, env

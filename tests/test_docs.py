@@ -4,12 +4,12 @@ on the core alone, the README's commands exist, the code is ruff clean."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
+
+from helpers import install_contributing_plugin
 
 import harness
 from harness.plugins import PluginManager
@@ -67,29 +67,6 @@ def test_every_public_name_resolves() -> None:
         assert getattr(harness, name) is not None, name
 
 
-CONTRIBUTING = (REPO / "CONTRIBUTING.md").read_text()
-
-
-def install_contributing_example(site: Path) -> dict[str, str]:
-    """What ``pip install`` of CONTRIBUTING's plugin leaves in ``site``; the environment that
-    finds it (``site`` on PYTHONPATH)."""
-    source = re.search(r"```python\n(# keyword_overlap\.py\n.*?)```", CONTRIBUTING, flags=re.DOTALL).group(1)
-    site.mkdir()
-    (site / "keyword_overlap.py").write_text(source)
-    pyproject = re.search(r"```toml\n(\[build-system\].*?)```", CONTRIBUTING, flags=re.DOTALL).group(1)
-    project = tomllib.loads(pyproject)["project"]
-    info = site / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
-    entries = "\n".join(f"{k} = {v}" for k, v in project["entry-points"]["harness"].items())
-    (info / "entry_points.txt").write_text(f"[harness]\n{entries}\n")
-    return {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
-        "COLUMNS": "200",
-    }
-
-
 TINY_DATASET_PLUGIN = """
 import harness
 from harness.testing import TinyDataset
@@ -104,12 +81,11 @@ def register_datasets(register):
 def test_contributing_example_plugin_installs_and_runs_on_the_core_alone(tmp_path: Path) -> None:
     """The documented plugin, installed by its entry point, with no other installed plugin: a
     dataset from a single-file plugin is all it needs."""
-    env = install_contributing_example(tmp_path / "site")
+    harness_cli, env = install_contributing_plugin(tmp_path)
     datasets = tmp_path / "datasets"
     datasets.mkdir()
     (datasets / "tiny_dataset.py").write_text(TINY_DATASET_PLUGIN)
     env.update({"HARNESS_PLUGINS": "keyword_overlap", "HARNESS_PLUGINS_DIR": str(datasets)})
-    harness_cli = [sys.executable, "-c", "from harness.cli import main; main()"]
     listed = subprocess.run(
         [*harness_cli, "plugins", "--hook", "register_retrievers"],
         env=env,
@@ -142,6 +118,16 @@ def test_readme_commands_exist() -> None:
     assert "pip install -r requirements.txt" in readme and "python -m pytest" in readme
     ci = (REPO / ".ci" / "run").read_text()
     assert "python -m pytest" in ci
+    # CI installs what the README's test command installs, step by step
+    tests = re.search(r"## Run the tests\n\n```bash\n(.*?)\n```", readme, flags=re.DOTALL).group(1)
+    steps = [step.strip() for step in tests.split("&&")]
+    assert steps[-1] == "python -m pytest"
+    for step in steps[:-1]:
+        assert step.startswith("pip install "), step
+        assert f"python -m pip install --quiet {step.removeprefix('pip install ')}" in ci, step
+    # every file those steps name exists
+    for name in re.findall(r"-r (\S+)", tests):
+        assert (REPO / name).is_file(), name
 
 
 def test_code_is_ruff_clean() -> None:

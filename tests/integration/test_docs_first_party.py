@@ -5,14 +5,11 @@ on the Debian dataset; the committed leaderboard's schema."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
-import tomllib
 from pathlib import Path
 
-from helpers import REPO
+from helpers import REPO, contributing_block, install_contributing_plugin
 
 from harness.leaderboard.rows import json_schema
 from harness.plugins import PluginManager
@@ -46,20 +43,9 @@ def test_first_party_plugins_use_only_the_public_api() -> None:
 
 
 def test_contributing_example_plugin_installs_and_runs(tmp_path: Path) -> None:
-    text = (REPO / "CONTRIBUTING.md").read_text()
-    source = re.search(r"```python\n(# keyword_overlap\.py\n.*?)```", text, flags=re.DOTALL).group(1)
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "keyword_overlap.py").write_text(source)
-    # what `pip install` of the documented pyproject.toml leaves in site-packages
-    project = tomllib.loads(re.search(r"```toml\n(\[build-system\].*?)```", text, flags=re.DOTALL).group(1))["project"]
-    info = site / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
-    entries = "\n".join(f"{k} = {v}" for k, v in project["entry-points"]["harness"].items())
-    (info / "entry_points.txt").write_text(f"[harness]\n{entries}\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]), "COLUMNS": "200"}
-    harness = [sys.executable, "-c", "from harness.cli import main; main()"]
+    """Built and installed from the guide's own files and command, listed exactly as the guide
+    shows, and run on the Debian dataset with every first-party plugin installed beside it."""
+    harness, env = install_contributing_plugin(tmp_path)
     listed = subprocess.run(
         [*harness, "plugins", "--hook", "register_retrievers"],
         env=env,
@@ -68,12 +54,11 @@ def test_contributing_example_plugin_installs_and_runs(tmp_path: Path) -> None:
         check=True,
         cwd=tmp_path,
     )
+    shown = contributing_block(r'"name": "keyword_overlap"')
+    assert shown.rstrip("\n") in listed.stdout, "the guide's `harness plugins` entry differs from the real output"
     row = next(p for p in json.loads(listed.stdout) if p["name"] == "keyword_overlap")
-    assert row == {
-        "name": "keyword_overlap",
-        "hooks": ["register_retrievers"],
-        "package": "harness-keyword-overlap 0.1.0",
-    }
+    assert row == json.loads(shown)
+    assert row["package"] == "harness-keyword-overlap 0.1.0"
     ran = subprocess.run(
         [
             *harness,

