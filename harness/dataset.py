@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from harness.options import Options, parse_options
+from harness.errors import HarnessError
+from harness.options import Options, did_you_mean, parse_options
 
 if TYPE_CHECKING:  # numpy stays unimported until a dataset is loaded
     from harness.queries import QuerySet
@@ -39,6 +42,39 @@ class Dataset(ABC):
     @abstractmethod
     def load_queries(self) -> QuerySet:
         """The queries, with their splits."""
+
+    def known_splits(self) -> list[str] | None:
+        """The names of the splits ``load_queries`` gives, told cheaply (file names at most, never
+        the SKB), so a mistyped ``--split`` fails before any work. None when they cannot be told
+        without loading the queries: the split is then checked when they load."""
+        return None
+
+    def check_split(self, split: str) -> None:
+        """Raise :class:`harness.HarnessError` when ``split`` cannot run here, before anything
+        loads: an unknown name (with the known ones and the closest). Plugins whose data may be
+        unreachable (a hub offline) extend it to say so now rather than after minutes of work."""
+        names = self.known_splits()
+        if names is not None and split not in names:
+            raise HarnessError(
+                f"dataset {getattr(self, 'name', '?')!r} has no split {split!r}{did_you_mean(split, names)}; "
+                f"its splits: {', '.join(names) or 'none'}"
+            )
+
+    @staticmethod
+    def layout_splits(root: str | os.PathLike[str]) -> list[str]:
+        """The splits :func:`harness.load_stark_layout` finds under ``root`` (STaRK's
+        ``qa/<dataset>/``), from the names of its files alone."""
+        from harness.queries import HUMAN_SPLIT
+
+        root = Path(root)
+        splits = []
+        if (root / "stark_qa" / "stark_qa.csv").exists():
+            splits = sorted(path.stem for path in (root / "split").glob("*.index")) or ["all"]
+        if (root / "stark_qa" / "stark_qa_human_generated_eval.csv").exists():
+            splits.append(HUMAN_SPLIT)
+        if not splits:  # the error loading would give, now
+            raise HarnessError(f"no STaRK query files under {root} (expected stark_qa/stark_qa.csv)")
+        return splits
 
     def describe(self) -> dict[str, Any]:
         """Counts for ``harness describe``: nodes and edges by type, candidates, queries per split."""

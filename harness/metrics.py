@@ -18,6 +18,7 @@ from typing import ClassVar
 import numpy as np
 
 from harness.errors import HarnessError
+from harness.options import did_you_mean
 
 #: Bump when a definition changes; leaderboard rows record it.
 METRICS_VERSION = "2"  # 2: map@k is trec_eval's (÷ R); STaRK's is stark_map@k
@@ -81,10 +82,13 @@ def parse_metrics(specs: Sequence[str] | str, families: Mapping[str, type[Metric
     for spec in specs:
         match = _SPEC.match(spec.strip().lower())
         if not match:
-            raise HarnessError(f"bad metric {spec!r}: expected NAME or NAME@K, e.g. recall@20")
+            raise HarnessError(
+                f"bad metric {spec!r}: expected NAME or NAME@K with K a positive integer, e.g. recall@20"
+            )
         family, k = match.group(1), match.group(2)
         if family not in families:
-            raise HarnessError(f"unknown metric {family!r}; known: {', '.join(sorted(families))}")
+            hint = did_you_mean(family, families)
+            raise HarnessError(f"unknown metric {family!r}{hint}; known: {', '.join(sorted(families))}")
         metrics.append(families[family](None if k is None else int(k)))
     if not metrics:
         raise HarnessError("no metrics requested")

@@ -18,7 +18,9 @@ results computed with the old value.
 
 from __future__ import annotations
 
+import difflib
 import typing
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -43,20 +45,46 @@ class DocumentOptions(Options):
 
 
 def parse_options(options: type[Options], params: dict[str, Any] | None, what: str) -> Options:
-    """``params`` validated against ``options``, or one :class:`HarnessError` listing every problem."""
+    """``params`` validated against ``options``, or one :class:`HarnessError` listing every problem
+    (each with the value given and the type expected)."""
     try:
         return options.model_validate(dict(params or {}))
     except ValidationError as exc:
-        raise HarnessError(f"{what}: bad parameters: {describe_errors(exc)}") from None
+        raise HarnessError(f"{what}: bad parameters: {describe_errors(exc, options)}") from None
 
 
-def describe_errors(exc: ValidationError) -> str:
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'val'?)`` for the choice closest to a mistyped ``name``, else ``""``."""
+    choices = list(choices)
+    close = difflib.get_close_matches(name.lower(), choices, n=1, cutoff=0.5)
+    if not close:  # a word the choice abbreviates, or that abbreviates it ("validation" → "val")
+        lowered = name.lower()
+        close = [c for c in choices if len(c) >= 3 and (lowered.startswith(c.lower()) or c.lower().startswith(lowered))]
+        close = sorted(close, key=len, reverse=True)[:1] if len(lowered) >= 3 else []
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+#: pydantic error types that mean "not of the declared type" (not "outside a bound")
+_TYPE_ERRORS = ("_type", "_parsing", "literal_error", "enum", "int_from_float")
+
+
+def describe_errors(exc: ValidationError, options: type[BaseModel] | None = None) -> str:
+    """One line per problem: ``parameter: what is wrong``. Given the model, each also names the
+    value given, the type expected and, for an unknown name, the closest parameter."""
     problems = []
     for error in exc.errors():
         loc = ".".join(str(part) for part in error["loc"])
         message = error["msg"].removeprefix("Value error, ")
+        field = options.model_fields.get(str(error["loc"][0])) if options is not None and error["loc"] else None
         if error["type"] == "extra_forbidden":
             message = "not a parameter of this component"
+            if options is not None:
+                message += did_you_mean(loc, options.model_fields)
+        elif field is not None and error["type"] != "missing":
+            given = error.get("input")
+            shown = repr(given) if len(repr(given)) <= 60 else repr(given)[:57] + "..."
+            expected = f"; expected {_type_name(field.annotation)}" if error["type"].endswith(_TYPE_ERRORS) else ""
+            message += f" (got {shown}{expected})"
         problems.append(f"{loc}: {message}" if loc else message)
     return "; ".join(problems)
 

@@ -59,6 +59,9 @@ class ProgressTask:
     def advance(self, amount: int = 1) -> None:
         """Mark ``amount`` more units done."""
 
+    def end(self, ok: bool = True) -> None:
+        """Take the bar off the display: done, or failed when ``ok`` is false."""
+
 
 @dataclass
 class BuildContext:
@@ -86,7 +89,16 @@ class BuildContext:
 
     @contextmanager
     def task(self, description: str, total: int | None = None) -> Iterator[ProgressTask]:
-        yield self.progress(description, total)
+        """A progress bar (a spinner without ``total``) for the block; it ends with the block."""
+        handle = self.progress(description, total)
+        ok = False
+        try:
+            yield handle
+            ok = True
+        finally:
+            end = getattr(handle, "end", None)  # a factory of an older shape may hand out tasks without it
+            if end is not None:
+                end(ok)
 
     def track(self, items: Iterable[Any], description: str, total: int | None = None) -> Iterator[Any]:
         """Iterate ``items`` while advancing a progress bar."""

@@ -251,3 +251,44 @@ def install_contributing_plugin(workdir: Path) -> tuple[list[str], dict[str, str
         f"import site; site.addsitedir({str(site)!r}); import harness.cli as c; c.main()",
     ]
     return harness_cli, env
+
+
+class ComponentsPlugin:
+    """A plugin registering the datasets and retrievers it is given, and one presets file."""
+
+    def __init__(self, datasets: Sequence[type], retrievers: Sequence[type], presets: Path) -> None:
+        self.datasets, self.retrievers, self.presets = datasets, retrievers, presets
+
+    @harness.hookimpl
+    def register_datasets(self, register):  # type: ignore[no-untyped-def]
+        for dataset in self.datasets:
+            register(dataset)
+
+    @harness.hookimpl
+    def register_retrievers(self, register):  # type: ignore[no-untyped-def]
+        for retriever in self.retrievers:
+            register(retriever)
+
+    @harness.hookimpl
+    def register_presets(self, register):  # type: ignore[no-untyped-def]
+        register(self.presets)
+
+
+def installed_alone(
+    monkeypatch: pytest.MonkeyPatch,
+    directory: Path,
+    presets: str,
+    datasets: Sequence[type],
+    retrievers: Sequence[type],
+    name: str = "components-plugin",
+) -> Any:
+    """The process-wide plugin manager with no installed plugin, only a :class:`ComponentsPlugin`
+    (registered as ``name``) of these components and ``presets`` (YAML, written into ``directory``)."""
+    from harness.plugins import get_plugin_manager, reset_plugin_manager
+
+    monkeypatch.setenv("HARNESS_PLUGINS", "")
+    reset_plugin_manager()
+    (directory / "presets.yaml").write_text(presets)
+    manager = get_plugin_manager()
+    manager.register(ComponentsPlugin(datasets, retrievers, directory / "presets.yaml"), name)
+    return manager

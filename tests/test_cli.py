@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import OverlapRetriever
+from helpers import OverlapRetriever, installed_alone
 
 import harness
 from harness.cli import cli
-from harness.plugins import PluginManager, get_plugin_manager, reset_plugin_manager
+from harness.plugins import PluginManager
 from harness.testing import TinyDataset
 
 PRESETS = """
@@ -55,36 +55,14 @@ class Unreachable(harness.Dataset):
         raise harness.HarnessError("the unreachable data directory /nowhere does not exist")
 
 
-class FakePlugin:
-    """What a plugin package ships: a dataset, a retriever, presets with conditions."""
-
-    def __init__(self, presets: Path) -> None:
-        self.presets = presets
-
-    @harness.hookimpl
-    def register_datasets(self, register):  # type: ignore[no-untyped-def]
-        register(TinyDataset)
-        register(Unreachable)
-
-    @harness.hookimpl
-    def register_retrievers(self, register):  # type: ignore[no-untyped-def]
-        register(OverlapRetriever)
-
-    @harness.hookimpl
-    def register_presets(self, register):  # type: ignore[no-untyped-def]
-        register(self.presets)
-
-
 @pytest.fixture
 def fake_plugin(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> PluginManager:
-    """The process-wide plugin manager with no installed plugin, and :class:`FakePlugin`."""
-    monkeypatch.setenv("HARNESS_PLUGINS", "")
-    reset_plugin_manager()
-    presets = tmp_path_factory.mktemp("fake-plugin") / "presets.yaml"
-    presets.write_text(PRESETS)
-    manager = get_plugin_manager()
-    manager.register(FakePlugin(presets), "fake-plugin")
-    return manager
+    """The process-wide plugin manager with no installed plugin, only the tiny dataset, a
+    dataset that cannot load and the overlap retriever."""
+    directory = tmp_path_factory.mktemp("fake-plugin")
+    return installed_alone(
+        monkeypatch, directory, PRESETS, [TinyDataset, Unreachable], [OverlapRetriever], "fake-plugin"
+    )
 
 
 def invoke(*args: str) -> tuple[int, str, str]:

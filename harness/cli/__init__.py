@@ -8,6 +8,7 @@ Commands import what they need inside their functions: ``harness --help`` loads 
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import sysconfig
@@ -57,6 +58,10 @@ class HarnessGroup(click.Group):
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
             raise
+        except KeyboardInterrupt as exc:
+            # not click's bare "Aborted!": what was kept and how to go on (a run says which)
+            click.echo(getattr(exc, "message", None) or "interrupted", err=True)
+            sys.exit(130)
         except Exception as exc:
             if ctx.meta.get("harness.traceback") or os.environ.get("HARNESS_DEBUG") == "1":
                 traceback.print_exception(exc)
@@ -99,6 +104,64 @@ def use_plugins_dirs(directories: Sequence[str]) -> None:
         reset_plugin_manager()
 
 
+#: third-party loggers kept at WARNING in the console unless ``--verbose``
+THIRD_PARTY_LOGGERS = (
+    "transformers",
+    "sentence_transformers",
+    "huggingface_hub",
+    "datasets",
+    "httpx",
+    "httpcore",
+    "urllib3",
+    "filelock",
+    "openai",
+    "anthropic",
+    "torch",
+    "faiss",
+    "colbert",
+    "pyserini",
+    "jnius",
+    "bm25s",
+)
+
+
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record comes (as click's test runner swaps it)."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+def set_verbosity(verbose: bool) -> None:
+    """``--verbose`` (or ``HARNESS_VERBOSE=1``): third-party INFO logs reach the console, and
+    plugins see ``HARNESS_VERBOSE=1`` (Java's, say, follow it); otherwise those loggers stay
+    at WARNING whatever a library configures."""
+    verbose = verbose or os.environ.get("HARNESS_VERBOSE") == "1"
+    level = logging.INFO if verbose else logging.WARNING
+    if verbose:
+        os.environ["HARNESS_VERBOSE"] = "1"
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "info")  # transformers sets its own level on import
+        root = logging.getLogger()
+        if not any(isinstance(handler, _Stderr) for handler in root.handlers):
+            handler = _Stderr()
+            handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+            root.addHandler(handler)
+        if root.getEffectiveLevel() > logging.INFO:
+            root.setLevel(logging.INFO)
+    for name in THIRD_PARTY_LOGGERS:
+        logging.getLogger(name).setLevel(level)
+
+
+def _verbose_option(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    # eager: in force before the command (and what it imports) runs
+    set_verbosity(value)
+
+
 def _plugins_dir_option(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> None:
     # eager, so it takes effect before click looks the subcommand up (which loads plugins)
     if value:
@@ -134,6 +197,14 @@ def _early_plugins_dirs(args: Sequence[str]) -> list[str]:
     expose_value=False,
     callback=_plugins_dir_option,
     help="also load every *.py file in DIR as a plugin (repeatable; $HARNESS_PLUGINS_DIR)",
+)
+@click.option(
+    "--verbose",
+    is_flag=True,
+    is_eager=True,
+    expose_value=False,
+    callback=_verbose_option,
+    help="show third-party libraries' INFO logs (models, HTTP, Java); sets $HARNESS_VERBOSE=1",
 )
 @click.pass_context
 def cli(ctx: click.Context, show_traceback: bool) -> None:

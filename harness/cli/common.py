@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -79,26 +80,121 @@ def table(title: str | None, columns: list[str], rows: list[list[str]], right: s
 
 @contextmanager
 def progress() -> Iterator[Any]:
-    """A rich progress display handing out tasks in the shape ``BuildContext`` expects."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    """A live progress display on stderr (when it is a terminal) handing out tasks in the shape
+    ``BuildContext`` expects, and the runner's phases (a status line from the moment a run
+    starts). Nothing stays behind as a frozen spinner: a task leaves the display when it
+    completes or its phase ends, as one ``✓`` line saying how long it took; a phase's own
+    status line just goes."""
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        ProgressColumn,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.text import Text
+
+    class Count(ProgressColumn):
+        """``done/total`` for a task with a total; nothing for a status line."""
+
+        def render(self, task: Any) -> Any:
+            return Text("" if task.total is None else f"{int(task.completed):,}/{int(task.total):,}")
+
+    class TimeLeft(TimeRemainingColumn):
+        """``eta H:MM:SS`` for a task with a total (once its speed is known); nothing otherwise."""
+
+        def render(self, task: Any) -> Any:
+            if task.total is None or task.finished:
+                return Text("")
+            return Text.assemble("eta ", super().render(task))
 
     display = Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
         BarColumn(),
-        MofNCompleteColumn(),
+        Count(),
         TimeElapsedColumn(),
+        TimeLeft(),
         console=console.real(),
-        transient=False,
+        transient=True,
         disable=not console.is_terminal,
     )
-
-    class _Task:
-        def __init__(self, description: str, total: int | None) -> None:
-            self.id = display.add_task(description, total=total)
-
-        def advance(self, amount: int = 1) -> None:
-            display.advance(self.id, amount)
-
     with display:
-        yield _Task
+        yield _Tasks(display)
+
+
+class _Tasks:
+    """The ``ProgressFactory`` of one display, with ``phase`` for the runner."""
+
+    def __init__(self, display: Any) -> None:
+        self.display = display
+        self.open: list[_Task] = []
+        self.lock = threading.RLock()  # an API encoder advances its task from worker threads
+
+    def __call__(self, description: str, total: int | None = None) -> _Task:
+        # A plugin's tasks follow one another: an open one without a total (a spinner, which
+        # only its phase's end would stop) is over when the next one starts.
+        with self.lock:
+            for task in reversed(self.open):
+                if task.is_phase:
+                    break
+                if task.total is None:
+                    task.end(ok=True)
+            return _Task(self, description, total)
+
+    @contextmanager
+    def phase(self, description: str, total: int | None = None) -> Iterator[_Task]:
+        """A status line (with ``total``, a bar) while the block runs; the tasks started in it end with it."""
+        task = _Task(self, description, total, is_phase=True)
+        ok = False
+        try:
+            yield task
+            ok = True
+        finally:
+            with self.lock:
+                for started in reversed(self.open[self.open.index(task) :] if task in self.open else []):
+                    started.end(ok)
+
+
+class _Task:
+    def __init__(self, tasks: _Tasks, description: str, total: int | None, is_phase: bool = False) -> None:
+        self.tasks, self.description, self.total, self.is_phase = tasks, description, total, is_phase
+        with tasks.lock:
+            self.id = tasks.display.add_task(description, total=total)
+            self.done = 0
+            self.ended = False
+            tasks.open.append(self)
+
+    def advance(self, amount: int = 1) -> None:
+        with self.tasks.lock:
+            if self.ended:
+                return
+            self.done += amount
+            self.tasks.display.advance(self.id, amount)
+            if self.total is not None and self.done >= self.total and not self.is_phase:
+                self.end(ok=True)
+
+    def end(self, ok: bool) -> None:
+        """Take the task off the display; a finished task with a count, or a plugin's, leaves a line."""
+        with self.tasks.lock:
+            self._end(ok)
+
+    def _end(self, ok: bool) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        self.tasks.open.remove(self)
+        display = self.tasks.display
+        elapsed = next((t.elapsed for t in display.tasks if t.id == self.id), None) or 0.0
+        display.remove_task(self.id)
+        # a phase's status line says nothing the phase times at the end do not; work a plugin
+        # or the search did is worth a line
+        if ok and not display.disable and (self.total is not None or not self.is_phase):
+            from rich.markup import escape
+
+            count = f" {self.done:,}/{self.total:,}" if self.total is not None else ""
+            display.console.print(
+                f"[green]✓[/green] {escape(self.description)}{count} [dim]{elapsed:.1f} s[/dim]", highlight=False
+            )

@@ -21,8 +21,13 @@ def leaderboard() -> None:
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table", show_default=True)
 @click.option("--metrics", "-m", help="columns to show, comma-separated")
 @click.option("--dataset", help="only this dataset")
-def show(path: str, fmt: str, metrics: str | None, dataset: str | None) -> None:
-    """The leaderboard (a directory or a JSON file of rows) as a table."""
+@click.option("--wide", is_flag=True, help="every column, as plain text when they do not fit the terminal")
+def show(path: str, fmt: str, metrics: str | None, dataset: str | None, wide: bool) -> None:
+    """The leaderboard (a directory or a JSON file of rows) as a table.
+
+    In a terminal, the columns that fit its width at full width (the retriever and the first
+    metrics first; a footer names the rest); piped or redirected, a plain-text table of every
+    column."""
     from harness.leaderboard.rows import markdown_table, read_rows, table_rows
 
     rows = read_rows(Path(path))
@@ -35,8 +40,44 @@ def show(path: str, fmt: str, metrics: str | None, dataset: str | None) -> None:
         click.echo(markdown_table(rows, metric_list), nl=False)
     else:
         header, cells = table_rows(rows, metric_list)
-        right = set(header) - {"dataset", "split", "retriever", "regime"}
-        stdout.print(table(f"leaderboard ({len(rows)} rows, metrics ×100)", header, cells, right=right))
+        show_table(f"{len(rows)} rows, metrics ×100", header, cells, wide)
+
+
+def show_table(title: str, header: list[str], cells: list[list[str]], wide: bool) -> None:
+    """A boxed table of the columns that fit the terminal, never a number cut or wrapped; plain
+    text of every column when stdout is no terminal (or with --wide, when they do not fit)."""
+    from harness.leaderboard.rows import TEXT_COLUMNS, fit_columns, plain_table
+
+    metrics = header[header.index("n") + 1 : header.index("ms/query")]
+    fit = fit_columns(header, cells, metrics, stdout.width) if stdout.is_terminal else None
+    if fit is None or (wide and fit[1]):
+        click.echo(f"leaderboard ({title})")
+        click.echo(plain_table(header, cells), nl=False)
+        return
+    kept, hidden = fit
+    # a hidden column every row agrees on (one dataset, one split) goes into the title
+    shared = [cells[0][i] for i in hidden if header[i] in ("dataset", "split") and len({r[i] for r in cells}) == 1]
+    lost = [header[i] for i in hidden if not (header[i] in ("dataset", "split") and len({r[i] for r in cells}) == 1)]
+    name = "leaderboard" + (f" {'/'.join(shared)}" if shared else "")
+    columns = [header[i] for i in kept]
+    result = table(
+        f"{name} ({title})",
+        columns,
+        [[row[i] for i in kept] for row in cells],
+        right=set(columns) - set(TEXT_COLUMNS),
+    )
+    for column in result.columns:
+        column.no_wrap = True  # fit_columns left room for every cell at full width
+    stdout.print(result)
+    if lost:
+        stdout.print(
+            f"({len(lost)} columns hidden at {stdout.width} columns: {', '.join(lost)}; "
+            "--wide or --format markdown for all)",
+            style="dim",
+            highlight=False,
+            markup=False,
+            soft_wrap=False,  # wrapped at the terminal's width, like the table
+        )
 
 
 @leaderboard.command()

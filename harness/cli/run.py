@@ -71,7 +71,12 @@ def run(
     from harness.cli.common import split_list
     from harness.plugins import get_plugin_manager
     from harness.run import Runner, load_registry, resolve
+    from harness.run.resolve import resolve_device
 
+    # what the runner would refuse, refused before anything resolves (and by --dry-run alike)
+    if batch_size is not None and batch_size <= 0:
+        raise HarnessError(f"--batch-size must be positive, got {batch_size}")
+    resolve_device(device)
     plugins = get_plugin_manager()
     registry = load_registry(registry_path, plugins)
     for problem in registry.problems:
@@ -174,6 +179,8 @@ def _outcome_json(outcome: Any) -> dict[str, Any]:
         ],
         "notes": outcome.notes,
         "phases": outcome.phases,
+        # the row's index_build_seconds came from an earlier invocation (this one resumed)
+        "index_built_earlier": outcome.built_earlier,
     }
 
 
@@ -185,9 +192,19 @@ def _print_outcome(outcome: Any) -> None:
     values = [f"{100 * v:.2f}" for v in row.metrics.values()]
     title = f"{outcome.spec.describe()} — {row.num_queries} queries"
     stdout.print(table(title, metrics, [values], right=set(metrics)))
+    # a resumed run did not just build the index: say when it was built and what this run did
+    if not outcome.built_earlier:
+        index = f"index build {row.index_build_seconds:.2f} s"
+    elif outcome.phases.get("build"):
+        index = (
+            f"index built earlier in {row.index_build_seconds:.2f} s, "
+            f"built or loaded from the cache now in {outcome.phases['build']:.2f} s"
+        )
+    else:
+        index = f"index built earlier in {row.index_build_seconds:.2f} s, not needed now"
     stdout.print(
         f"latency/query {row.latency.mean_ms:.2f} ms (p50 {row.latency.p50_ms:.2f}, p95 {row.latency.p95_ms:.2f}); "
-        f"index build {row.index_build_seconds:.2f} s; total {row.total_seconds:.2f} s"
+        f"{index}; total {row.total_seconds:.2f} s"
         + (f"; resumed {outcome.resumed_queries} queries" if outcome.resumed_queries else "")
     )
     if outcome.phases:

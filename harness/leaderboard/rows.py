@@ -120,6 +120,64 @@ def table_rows(rows: list[LeaderboardRow], metrics: list[str] | None = None) -> 
     return header, cells
 
 
+#: left-aligned columns of :func:`table_rows`; the rest are numbers, right-aligned
+TEXT_COLUMNS = ("dataset", "split", "retriever", "regime", "date")
+
+
+def cell_width(text: str) -> int:
+    """Terminal cells ``text`` takes (wide characters count two)."""
+    from rich.cells import cell_len
+
+    return cell_len(text)
+
+
+def plain_table(header: list[str], cells: list[list[str]]) -> str:
+    """A table as plain text for pipes and files: every column, nothing cut, aligned with
+    spaces (numbers right-aligned), no box drawing."""
+    widths = [max(cell_width(c) for c in column) for column in zip(header, *cells, strict=True)]
+
+    def line(values: list[str]) -> str:
+        parts = []
+        for name, value, width in zip(header, values, widths, strict=True):
+            pad = " " * (width - cell_width(value))
+            parts.append(value + pad if name in TEXT_COLUMNS else pad + value)
+        return "  ".join(parts).rstrip()
+
+    return "".join(line(values) + "\n" for values in [header, *cells])
+
+
+def column_priority(header: list[str], cells: list[list[str]], metrics: list[str]) -> tuple[list[int], list[int]]:
+    """Column indices for a terminal too narrow for all: those a table cannot do without (the
+    retriever, the dataset and split where rows differ in them, the first metric), then the
+    rest, most important first (the other metrics in order, ms/query, n, a dataset or split
+    every row shares, regime, date)."""
+    varies = {name: len({row[i] for row in cells}) > 1 for i, name in enumerate(header)}
+    needed = ["retriever", *(name for name in ("dataset", "split") if varies[name]), *metrics[:1]]
+    optional = [*metrics[1:], "ms/query", "n", *(name for name in ("dataset", "split") if not varies[name])]
+    optional += ["regime", "date"]
+    return [header.index(n) for n in needed if n in header], [header.index(n) for n in optional if n in header]
+
+
+def fit_columns(
+    header: list[str], cells: list[list[str]], metrics: list[str], width: int
+) -> tuple[list[int], list[int]] | None:
+    """The columns (indices, in table order) that fit a boxed table ``width`` cells wide at
+    their full width, most important first (:func:`column_priority`), and those left out;
+    None when not even the columns a table cannot do without fit."""
+    natural = [max(cell_width(c) for c in column) for column in zip(header, *cells, strict=True)]
+    needed, optional = column_priority(header, cells, metrics)
+    # rich's box: a border left of each column and one at the end; a space of padding each side
+    used = 1 + sum(natural[i] + 3 for i in needed)
+    if used > width:
+        return None
+    kept = list(needed)
+    for index in optional:
+        if used + natural[index] + 3 <= width:
+            kept.append(index)
+            used += natural[index] + 3
+    return sorted(kept), [i for i in range(len(header)) if i not in kept]
+
+
 def markdown_table(rows: list[LeaderboardRow], metrics: list[str] | None = None) -> str:
     header, cells = table_rows(rows, metrics)
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]

@@ -42,9 +42,17 @@ def llm_of(row: LeaderboardRow) -> str | None:
 
 
 def cost_of(row: LeaderboardRow) -> float | None:
-    """API cost in USD over the run; None when nothing was priced."""
+    """API cost in USD over the run; None when nothing was priced or a cost is unknown
+    (``cost_unknown`` tells them apart)."""
+    if cost_unknown(row):
+        return None  # a sum of the known part would understate it
     costs = [v for k, v in row.usage.items() if k.endswith("cost_usd") and isinstance(v, int | float)]
     return float(sum(costs)) if costs else None
+
+
+def cost_unknown(row: LeaderboardRow) -> bool:
+    """Something was spent at a price nobody knew: a ``cost_usd`` recorded as null."""
+    return any(k.endswith("cost_usd") and v is None for k, v in row.usage.items())
 
 
 def record(row: LeaderboardRow) -> dict[str, Any]:
@@ -114,6 +122,9 @@ def ranked(rows: list[LeaderboardRow], metrics: list[str]) -> list[LeaderboardRo
 
 
 def cost_text(row: LeaderboardRow) -> str:
+    """``$1.23``; ``unknown`` for a cost recorded as null (never ``$0.00``); ``–`` for none."""
+    if cost_unknown(row):
+        return "unknown"
     cost = cost_of(row)
     return "–" if cost is None else f"${cost:.2f}"
 

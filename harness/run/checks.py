@@ -153,12 +153,16 @@ def read_usage(path: Path) -> dict[str, Any]:
 
 
 def add_usage(before: dict[str, Any], spent: dict[str, Any]) -> dict[str, Any]:
-    """Counts and costs summed; anything else (a model name) as last reported."""
+    """Counts and costs summed; anything else (a model name) as last reported. A cost that was
+    unknown (None) in either session stays unknown: a sum of the known part would understate it."""
     total = dict(before)
     for key, value in spent.items():
         old = total.get(key)
-        numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (old, value))
-        total[key] = old + value if numbers else value
+        numbers = [isinstance(v, int | float) and not isinstance(v, bool) for v in (old, value)]
+        if key in total and any(numbers) and (old is None or value is None):
+            total[key] = None
+        else:
+            total[key] = old + value if all(numbers) else value
     return total
 
 

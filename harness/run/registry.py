@@ -82,10 +82,16 @@ class Registry(_Strict):
     source: str = Field("(empty)", exclude=True)
     #: what assembling it from plugins found wrong (shown by ``harness list``)
     _problems: list[str] = PrivateAttr(default_factory=list)
+    #: the file each entry came from, by ("datasets" | "retrievers" | "conditions", name)
+    _origins: dict[tuple[str, str], str] = PrivateAttr(default_factory=dict)
 
     @property
     def problems(self) -> list[str]:
         return self._problems
+
+    def origin(self, kind: str, name: str) -> str | None:
+        """The registry file that defines the ``kind`` ("dataset", "retriever", "condition") entry ``name``."""
+        return self._origins.get((f"{kind}s", name))
 
     @model_validator(mode="after")
     def _references_resolve(self) -> Registry:
@@ -137,6 +143,9 @@ def parse_registry(text: str, source: str) -> Registry:
     except ValidationError as exc:
         raise HarnessError(_format_error(source, exc)) from None
     registry.source = source
+    for section in ("datasets", "retrievers"):
+        registry._origins.update({(section, name): source for name in getattr(registry, section)})
+    registry._origins.update({("conditions", c.name): source for c in registry.conditions})
     return registry
 
 
@@ -170,6 +179,7 @@ def merge(fragments: list[tuple[str, Registry]], user: Registry | None = None) -
     problems found: a name two plugins define is ambiguous, so neither entry is used."""
     problems: list[str] = []
     merged: dict[str, dict[str, Any]] = {"datasets": {}, "retrievers": {}, "conditions": {}}
+    origins: dict[tuple[str, str], str] = {}
     owners: dict[tuple[str, str], list[str]] = {}
     defaults: dict[str, set[Any]] = {}
     condition_owner: dict[str, str] = {}
@@ -178,10 +188,12 @@ def merge(fragments: list[tuple[str, Registry]], user: Registry | None = None) -
             for name, entry in getattr(fragment, section).items():
                 _own(owners, (section, name), owner)
                 merged[section][name] = entry
+                origins[(section, name)] = fragment.origin(section[:-1], name) or fragment.source
         for condition in fragment.conditions:
             _own(owners, ("conditions", condition.name), owner)
             merged["conditions"][condition.name] = condition
             condition_owner[condition.name] = owner
+            origins[("conditions", condition.name)] = fragment.origin("condition", condition.name) or fragment.source
         for key in fragment.defaults.model_fields_set:
             value = getattr(fragment.defaults, key)
             defaults.setdefault(key, set()).add(tuple(value) if isinstance(value, list) else value)
@@ -207,7 +219,14 @@ def merge(fragments: list[tuple[str, Registry]], user: Registry | None = None) -
     if user is not None:
         merged["datasets"].update(user.datasets)
         merged["retrievers"].update(user.retrievers)
+        for section in ("datasets", "retrievers"):
+            origins.update(
+                {(section, name): user.origin(section[:-1], name) or user.source for name in getattr(user, section)}
+            )
         merged["conditions"].update({c.name: c for c in user.conditions})
+        origins.update(
+            {("conditions", c.name): user.origin("condition", c.name) or user.source for c in user.conditions}
+        )
         default = default.model_copy(update={k: getattr(user.defaults, k) for k in user.defaults.model_fields_set})
     # a plugin's condition may name another plugin's dataset: one that does not fit it is
     # dropped with a problem naming its plugin, not allowed to break the whole registry
@@ -236,6 +255,7 @@ def merge(fragments: list[tuple[str, Registry]], user: Registry | None = None) -
         )
         or "(empty)"
     )
+    registry._origins = origins
     return registry, problems
 
 

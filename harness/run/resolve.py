@@ -13,9 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel
+
 from harness.dataset import Dataset
 from harness.errors import HarnessError
 from harness.metrics import DEFAULT_METRICS, parse_metrics
+from harness.options import did_you_mean, parse_options
 from harness.plugins import using
 from harness.retriever import Reranker, Retriever
 from harness.run.record import ComponentInfo
@@ -76,21 +79,33 @@ def _entry(kind: str, entries: dict[str, Any], entry_type: type[Any], plugins: A
     if name in components.by_kind.get(kind, {}) or (kind, name) in components.clashes:
         components.get(kind, name)  # a clash is reported here
         return entry_type(plugin=name)
-    known = ", ".join(sorted(set(entries) | set(components.by_kind.get(kind, {})))) or "none"
-    raise HarnessError(f"unknown {kind} {name!r}; known: {known}{components.failure_hint()}")
+    names = sorted(set(entries) | set(components.by_kind.get(kind, {})))
+    known = ", ".join(names) or "none"
+    raise HarnessError(f"unknown {kind} {name!r}{did_you_mean(name, names)}; known: {known}{components.failure_hint()}")
 
 
-def construct(plugins: Any, kind: str, name: str, plugin: str, params: dict[str, Any]) -> Component:
-    """The component ``plugin`` constructed with ``params`` (validated by its ``Options``)."""
+def construct(
+    plugins: Any, kind: str, name: str, plugin: str, params: dict[str, Any], origin: str | None = None
+) -> Component:
+    """The component ``plugin`` constructed with ``params`` (validated by its ``Options`` first);
+    ``origin``, the registry file of the entry, prefixes any error."""
     components = plugins.components
     cls = components.get(kind, plugin)
-    what = f"{kind} {name!r}"
+    what = f"{origin}: {kind} {name!r}" if origin else f"{kind} {name!r}"
     check_no_secrets(params, what)
+    options = getattr(cls, "Options", None)
     try:
         with using(plugins):  # what the component looks up while validating comes from this manager
+            if isinstance(options, type) and issubclass(options, BaseModel):
+                # every value checked against its declared type before the component's own code
+                # sees it (a constructor comparing `k1: fast` with a number fails unreadably)
+                parse_options(options, params, what)
             instance = cls(**params)
     except HarnessError as exc:
-        raise HarnessError(str(exc).replace(f"{kind} {plugin!r}", what, 1)) from None
+        message = str(exc)
+        raise HarnessError(
+            message if message.startswith(what) else message.replace(f"{kind} {plugin!r}", what, 1)
+        ) from None
     except TypeError as exc:
         raise HarnessError(f"{what}: bad parameters {params}: {exc}") from exc
     full = instance.params
@@ -116,7 +131,8 @@ def resolve_retrievers(registry: Registry, plugins: Any, name: str) -> dict[str,
         if current in found:
             return
         entry = _entry("retriever", registry.retrievers, RetrieverEntry, plugins, current)
-        found[current] = construct(plugins, "retriever", current, entry.plugin, entry.params)
+        origin = registry.origin("retriever", current)
+        found[current] = construct(plugins, "retriever", current, entry.plugin, entry.params, origin)
         for used in found[current].instance.uses():
             visit(used, (*path, current))
 
@@ -127,7 +143,8 @@ def resolve_retrievers(registry: Registry, plugins: Any, name: str) -> dict[str,
 def resolve_dataset(registry: Registry, plugins: Any, name: str, params: dict[str, Any] | None = None) -> Component:
     """The dataset ``name`` constructed; ``params`` override its entry's (``--data-dir``)."""
     entry: DatasetEntry = _entry("dataset", registry.datasets, DatasetEntry, plugins, name)
-    return construct(plugins, "dataset", name, entry.plugin, {**entry.params, **(params or {})})
+    origin = registry.origin("dataset", name)
+    return construct(plugins, "dataset", name, entry.plugin, {**entry.params, **(params or {})}, origin)
 
 
 def resolve(
@@ -152,6 +169,9 @@ def resolve(
     if dataset is None:
         raise HarnessError("no dataset given and the registry names no default (--dataset NAME)")
     split = split or registry.defaults.split
+    # every name first: a typo is reported before anything is constructed or read
+    _entry("retriever", registry.retrievers, RetrieverEntry, plugins, retriever)
+    _entry("dataset", registry.datasets, DatasetEntry, plugins, dataset)
     condition = registry.condition_for(retriever, dataset, split)
     k = k if k is not None else (condition.k if condition else registry.defaults.k)
     if k <= 0:
@@ -166,6 +186,12 @@ def resolve(
         sample_fraction = condition.sample
     if condition is not None and (condition.k, condition.sample) != (k, sample_fraction):
         condition = None  # another depth or sample is not the condition: its scores do not apply
+    if condition is not None and condition.expected:
+        try:  # a misspelt expected metric would otherwise show as "missing" only after the run
+            parse_metrics(list(condition.expected), plugins.components.by_kind.get("metric", {}))
+        except HarnessError as exc:
+            where = registry.origin("condition", condition.name) or registry.source
+            raise HarnessError(f"{where}: condition {condition.name!r}, expected: {exc}") from None
     retrievers = resolve_retrievers(registry, plugins, retriever)
     main: Retriever = retrievers[retriever].instance
     depth, why = k, f"k={k}"
@@ -186,11 +212,24 @@ def resolve(
                 else f"drop {'it' if len(deeper) == 1 else 'them'} or rerank more candidates"
             )
         )
+    dataset_component = resolve_dataset(registry, plugins, dataset, dataset_params)
+    # the split last: the dataset tells its splits from file names (STaRK may probe the hub),
+    # never by loading its SKB or queries, so a wrong split costs no work
+    try:
+        dataset_component.instance.check_split(split)
+    except HarnessError as exc:
+        plugin_name = f"dataset {dataset_component.info.plugin!r}"
+        raise HarnessError(str(exc).replace(plugin_name, f"dataset {dataset!r}", 1)) from None
+    known = dataset_component.instance.known_splits()
+    for component in retrievers.values():
+        if component.instance.regime == "trained" and known is not None and "train" not in known:
+            # what the runner would find after loading the SKB
+            raise HarnessError(f"retriever {component.name!r} needs a train split; {dataset!r} has none")
     return RunSpec(
         retriever=retriever,
         retrievers=retrievers,
         dataset=dataset,
-        dataset_component=resolve_dataset(registry, plugins, dataset, dataset_params),
+        dataset_component=dataset_component,
         split=split,
         k=k,
         metrics=metric_names,

@@ -21,7 +21,8 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -81,6 +82,17 @@ class RunOutcome:
     #: Seconds spent in each phase of this invocation: load (queries and SKB), build (fit and
     #: index, 0 when every query was already done), search, evaluate, write.
     phases: dict[str, float] = field(default_factory=dict)
+    #: The row's ``index_build_seconds`` were measured by an earlier invocation on this run
+    #: directory (this one resumed it, and built or loaded the index in ``phases["build"]``).
+    built_earlier: bool = False
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run; ``message`` says what was kept and how to resume."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 def check_answers(skb: SKB, queries: Sequence[Query], where: str) -> int:
@@ -97,7 +109,11 @@ def check_answers(skb: SKB, queries: Sequence[Query], where: str) -> int:
 
 
 class Runner:
-    """Executes :class:`RunSpec`s; holds loaded datasets so ``--all`` loads each once."""
+    """Executes :class:`RunSpec`s; holds loaded datasets so ``--all`` loads each once.
+
+    ``progress(description, total)`` hands out the tasks retrievers advance; a factory with a
+    ``phase(description, total)`` context manager too (the CLI's) also shows which phase the
+    run is in, and ends the tasks started in a phase when it ends."""
 
     def __init__(
         self,
@@ -139,20 +155,62 @@ class Runner:
 
     # -- running ---------------------------------------------------------------------
     def run(self, spec: RunSpec) -> RunOutcome:
+        self._active: tuple[Path, set[int]] | None = None
+        since = time.time()
         with using(self.plugins):  # components look others up (an LLM provider) in this manager
-            return self._run(spec)
+            try:
+                return self._run(spec)
+            except KeyboardInterrupt:
+                raise RunInterrupted(self._interrupted(spec, since)) from None
+
+    @contextmanager
+    def _phase(self, description: str, total: int | None = None) -> Iterator[ProgressTask]:
+        """A status line (a bar with ``total``) while a phase of the run lasts."""
+        phase = getattr(self.progress, "phase", None)
+        if phase is None:
+            yield self.progress(description, total)
+            return
+        with phase(description, total) as task:
+            yield task
+
+    def _interrupted(self, spec: RunSpec, since: float) -> str:
+        """What a Ctrl-C leaves behind: the answered queries a re-run resumes from, the caches."""
+        lines = [f"interrupted: {spec.describe()}"]
+        if self._active is not None:
+            run_dir, wanted = self._active
+            kept = _answered(run_dir / "results.jsonl", wanted)
+            if kept:
+                lines.append(
+                    f"kept: {kept} of {len(wanted)} queries answered, in {run_dir / 'results.jsonl'}; "
+                    "run the same command again to resume (they are not searched again)"
+                )
+            else:
+                lines.append(f"no query was answered yet; run the same command again to start ({run_dir})")
+        else:
+            lines.append("no query was answered yet; run the same command again to start")
+        written = _written_since(self.cache_dir, since)
+        if written:
+            shown = ", ".join(written[:6]) + (f" and {len(written) - 6} more" if len(written) > 6 else "")
+            lines.append(
+                f"cached by this run under {self.cache_dir}: {shown} (the next run reuses what was finished; "
+                "an entry left unfinished is built again)"
+            )
+        else:
+            lines.append(f"nothing new was cached by this run; earlier caches stay under {self.cache_dir}")
+        return "\n".join(lines)
 
     def _run(self, spec: RunSpec) -> RunOutcome:
         started = time.perf_counter()
         phases = dict.fromkeys(("load", "build", "search", "evaluate", "write"), 0.0)
-        dataset = self.dataset(spec.dataset_component)
-        queries = dataset.load_queries().split(spec.split)
-        if spec.sample:
-            queries = sample(queries, spec.sample, spec.seed)
-        if not queries:
-            raise HarnessError(f"dataset {spec.dataset!r}, split {spec.split!r} has no queries")
-        skb = dataset.load_skb()
-        no_candidate_answer = check_answers(skb, queries, f"dataset {spec.dataset!r}, split {spec.split!r}")
+        with self._phase(f"loading {spec.dataset}: queries and knowledge base"):
+            dataset = self.dataset(spec.dataset_component)
+            queries = dataset.load_queries().split(spec.split)
+            if spec.sample:
+                queries = sample(queries, spec.sample, spec.seed)
+            if not queries:
+                raise HarnessError(f"dataset {spec.dataset!r}, split {spec.split!r} has no queries")
+            skb = dataset.load_skb()
+            no_candidate_answer = check_answers(skb, queries, f"dataset {spec.dataset!r}, split {spec.split!r}")
         phases["load"] = time.perf_counter() - started
 
         retriever_info = spec.main.info
@@ -185,8 +243,12 @@ class Runner:
             done = read_results(results_path, {q.id for q in queries}, notes)
             pending = [q for q in queries if q.id not in done]
 
+            self._active = (run_dir, {q.id for q in queries})
             build_path = run_dir / "build.json"
             build_seconds = read_build_seconds(build_path)
+            # the row keeps what building the index cost; a resumed run's build (mostly a load
+            # from the cache) is this invocation's phase, not that cost
+            built_earlier = build_seconds > 0 and not self.fresh
             if spec.dropped_metrics:
                 notes.append(f"left out {', '.join(spec.dropped_metrics)}: deeper than the ranking can be")
             usage_path = run_dir / "usage.json"
@@ -198,18 +260,23 @@ class Runner:
                 # what earlier runs of these objects in this process spent is not this session's
                 before = self._usage(spec)
                 try:
-                    retriever_obj, build_seconds = self._build_all(spec, skb, dataset)
-                    phases["build"] = build_seconds
-                    write_json(build_path, {"seconds": build_seconds})
+                    with self._phase(f"index {spec.retriever}: building, or loading from the cache"):
+                        retriever_obj, phases["build"] = self._build_all(spec, skb, dataset)
+                    if not built_earlier:
+                        build_seconds = phases["build"]
+                        write_json(build_path, {"seconds": build_seconds})
                     began = time.perf_counter()
                     # the log holds what was read plus what this search appends (the lock is ours)
-                    done.update(self._search(spec, retriever_obj, pending, results_path, candidate_mask(skb)))
+                    with self._phase(f"search {spec.retriever}", len(pending)) as task:
+                        done.update(self._search(spec, retriever_obj, pending, results_path, candidate_mask(skb), task))
                     phases["search"] = time.perf_counter() - began
                 finally:
                     # added to what earlier sessions spent: a resumed row reports the whole run's
                     # tokens and cost, and a crash (in the build too) keeps what was spent before it
                     usage = add_usage(usage, subtract_usage(self._usage(spec), before))
                     write_json(usage_path, usage)
+                # a cost the row cannot give (a model without a price) is said with the results
+                notes += [f"cost unknown: {why}" for key, why in usage.items() if key.endswith("cost_unknown")]
                 notes += [
                     f"dropped {count} {what} ids from {name!r}'s rankings (STaRK's evaluator ignores them)"
                     for name, counts in self._dropped.items()
@@ -222,22 +289,24 @@ class Runner:
                 raise HarnessError(f"run {run_dir}: {len(missing)} queries have no results (first: {missing[:5]})")
             ordered = [done[q.id] for q in queries]
             began = time.perf_counter()
-            metric_objs = parse_metrics(spec.metrics, self.plugins.components.by_kind["metric"])
-            mask = candidate_mask(skb)
-            hits, n_relevant = hit_matrix(
-                [np.asarray(r["ids"], dtype=np.int64) for r in ordered], [q.answer_ids for q in queries], mask
-            )
-            per_query = evaluate(metric_objs, hits, n_relevant)
-            gold = [
-                (
-                    sorted({int(a) for a in q.answer_ids if mask[a]}),
-                    sorted({int(a) for a in q.answer_ids if not mask[a]}),
+            with self._phase(f"evaluating {len(queries)} queries"):
+                metric_objs = parse_metrics(spec.metrics, self.plugins.components.by_kind["metric"])
+                mask = candidate_mask(skb)
+                hits, n_relevant = hit_matrix(
+                    [np.asarray(r["ids"], dtype=np.int64) for r in ordered], [q.answer_ids for q in queries], mask
                 )
-                for q in queries
-            ]
+                per_query = evaluate(metric_objs, hits, n_relevant)
+                gold = [
+                    (
+                        sorted({int(a) for a in q.answer_ids if mask[a]}),
+                        sorted({int(a) for a in q.answer_ids if not mask[a]}),
+                    )
+                    for q in queries
+                ]
             phases["evaluate"] = time.perf_counter() - began
             began = time.perf_counter()
-            self._write_outputs(run_dir, spec, queries, ordered, per_query, gold)
+            with self._phase("writing the run files"):
+                self._write_outputs(run_dir, spec, queries, ordered, per_query, gold)
 
             latencies = np.asarray([r["latency_ms"] for r in ordered], dtype=np.float64)
             regime = spec.main.instance.regime
@@ -283,7 +352,8 @@ class Runner:
             if spec.condition is not None:
                 for metric, expected in spec.condition.expected.items():
                     checks.append(CheckResult(metric, expected, row.metrics.get(metric), spec.condition.tolerance))
-            return RunOutcome(spec, row, run_dir, path, len(queries) - len(pending), checks, notes, phases)
+            resumed = len(queries) - len(pending)
+            return RunOutcome(spec, row, run_dir, path, resumed, checks, notes, phases, built_earlier)
 
     def _build_all(self, spec: RunSpec, skb: SKB, dataset: Dataset) -> tuple[Retriever, float]:
         """Build the retriever; what a retriever uses is built when it first asks
@@ -350,11 +420,11 @@ class Runner:
         pending: list[Query],
         results_path: Path,
         is_candidate: np.ndarray,
+        task: ProgressTask,
     ) -> dict[int, dict[str, Any]]:
         """Search ``pending`` in batches, appending each result to the log; returns them."""
         batch_size = self.batch_size or retriever.batch_size
         found: dict[int, dict[str, Any]] = {}
-        task = self.progress(f"search {spec.retriever}", len(pending))
         dropped = self._dropped.setdefault(spec.retriever, {"non-candidate": 0, "repeated": 0})
         synced = time.monotonic()
         with results_path.open("a", encoding="utf-8") as log:
@@ -424,3 +494,43 @@ class Runner:
                     for q, (relevant, other) in zip(queries, qrels, strict=True)
                 ],
             )
+
+
+def _answered(path: Path, wanted: set[int]) -> int:
+    """How many of ``wanted`` the resume log answers (complete lines only; read, never cut)."""
+    answered: set[int] = set()
+    try:
+        with path.open("rb") as log:
+            for raw in log:
+                if not raw.endswith(b"\n"):
+                    break
+                try:
+                    qid = json.loads(raw).get("qid")
+                except (ValueError, AttributeError):
+                    break
+                if qid in wanted:
+                    answered.add(qid)
+    except OSError:
+        return 0
+    return len(answered)
+
+
+def _written_since(cache_dir: Path, since: float) -> list[str]:
+    """The cache entries (directories, relative to ``cache_dir``) holding files written since
+    ``since``: what this run added. Locks, digest memos and unfinished temporaries left out."""
+    directories: set[Path] = set()
+    for root, dirs, files in os.walk(cache_dir):
+        relative = Path(root).relative_to(cache_dir)
+        skipped = {"digests"} if relative == Path(".") else set()
+        dirs[:] = [d for d in dirs if not d.startswith(".") and not d.endswith(".tmp") and d not in skipped]
+        for name in files:
+            if name.startswith(".") or relative == Path("."):
+                continue
+            try:
+                if os.stat(os.path.join(root, name)).st_mtime >= since:
+                    directories.add(relative)
+            except OSError:
+                continue
+    # an entry, not each subdirectory of it
+    entries = [d for d in directories if not any(other in d.parents for other in directories)]
+    return sorted(str(d) for d in entries)

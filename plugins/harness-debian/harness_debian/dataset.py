@@ -41,3 +41,6 @@ class DebianDataset(harness.Dataset):
         if self._queries is None:
             self._queries = harness.load_stark_layout(self.root / "qa", name="debian")
         return self._queries
+
+    def known_splits(self) -> list[str]:
+        return self.layout_splits(self.root / "qa")  # file names only: `--split` checked before loading

@@ -21,7 +21,7 @@ import importlib.util
 import io
 import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -288,14 +288,50 @@ def _embed_locked(
 
             encoder.encode([texts[i] for i in chunk], "document", on_batch=save)
         else:
-            cache.add([keys[i] for i in chunk], encoder.encode([texts[i] for i in chunk], "document"))
-            if on_progress:
-                on_progress(len(chunk))
+            reported = [0]
+
+            def batch(count: int, reported: list[int] = reported) -> None:
+                reported[0] += count
+                if on_progress:
+                    on_progress(count)
+
+            # a shard is thousands of texts (minutes on a CPU): progress moves per model batch
+            with _per_batch(encoder, batch):
+                vectors = encoder.encode([texts[i] for i in chunk], "document")
+            cache.add([keys[i] for i in chunk], vectors)
+            if on_progress and reported[0] < len(chunk):
+                on_progress(len(chunk) - reported[0])
+    if on_progress and len(missing) > len(unique):
+        on_progress(len(missing) - len(unique))  # repeated texts, encoded once
     if not keys:
         return np.zeros((0, 0), dtype=np.float32)
     first = cache.index()[keys[0]]
     dimension = np.load(cache.directory / f"vectors-{first[0]}.npy", mmap_mode="r").shape[1]
     return cache.get(keys, dimension)
+
+
+@contextlib.contextmanager
+def _per_batch(encoder: Any, callback: Callable[[int], None]) -> Iterator[None]:
+    """Call ``callback(n)`` after each batch of ``n`` texts a local model encodes: a forward
+    hook on the model's last module, which sentence-transformers calls once per batch."""
+    if not isinstance(encoder, LocalEncoder):
+        yield
+        return
+
+    def hook(module: Any, args: Any, output: Any) -> None:
+        try:  # a dict or transformers' BatchEncoding of the batch's features
+            count = len(output["sentence_embedding"])
+        except (KeyError, TypeError, IndexError):
+            return  # not what this version hands on: the shard's end advances the bar
+        callback(count)
+
+    modules = list(encoder.model().children())
+    handle = modules[-1].register_forward_hook(hook) if modules else None
+    try:
+        yield
+    finally:
+        if handle is not None:
+            handle.remove()
 
 
 def _normalise(vectors: np.ndarray) -> np.ndarray:

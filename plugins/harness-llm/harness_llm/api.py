@@ -29,13 +29,14 @@ class Message:
 
 @dataclass
 class Completion:
-    """One answer. ``cached`` answers cost nothing now; their tokens are still reported."""
+    """One answer. ``cached`` answers cost nothing now; their tokens are still reported.
+    ``cost_usd`` is None when the model has no price (the cost is unknown, not 0)."""
 
     text: str
     input_tokens: int
     output_tokens: int
     seconds: float
-    cost_usd: float = 0.0
+    cost_usd: float | None = 0.0
     cached: bool = False
 
 
@@ -83,7 +84,8 @@ class LLM(ABC):
         return [self.complete(p, max_tokens=max_tokens, temperature=temperature) for p in prompts]
 
     def usage(self) -> dict[str, Any]:
-        """Calls, tokens, retries and cost so far."""
+        """Calls, tokens, retries and cost so far (``cost_usd``: USD, or None when unknown, with
+        the reason in ``cost_unknown``)."""
         return {}
 
 
@@ -96,7 +98,7 @@ def split_spec(spec: str) -> tuple[str, str]:
     """``provider:model`` → ``(provider, model)``, or a :class:`harness.HarnessError`."""
     provider, sep, model = spec.partition(":")
     if not sep or not provider or not model:
-        raise harness.HarnessError(f"LLM {spec!r}: write it as provider:model, e.g. openai:gpt-4o-mini")
+        raise harness.HarnessError(f"LLM {spec!r}: write it as provider:model, e.g. openai:gpt-5.4-mini")
     return provider, model
 
 
@@ -107,6 +109,6 @@ def llm_class(provider: str) -> type[LLM]:
 
 
 def get_llm(spec: str, **params: Any) -> LLM:
-    """The LLM for ``provider:model`` (e.g. ``openai:gpt-4o-mini``, ``local:/models/x.gguf``)."""
+    """The LLM for ``provider:model`` (e.g. ``openai:gpt-5.4-mini``, ``local:/models/x.gguf``)."""
     provider, model = split_spec(spec)
     return llm_class(provider)(model, **params)

@@ -2,6 +2,10 @@
 policy, :mod:`harness.retry`: backoff with jitter, ``Retry-After`` honoured, capped), bounded
 concurrency and usage accounting.
 
+Cost: a provider's :meth:`ResilientLLM.price` (USD per million input and output tokens) prices
+each answer; a model without a price has an unknown cost, recorded as ``cost_usd: null`` with
+the reason in ``cost_unknown`` and said once on stderr — never as $0, which would read as free.
+
 The cache key is (provider, model, endpoint, messages, generation parameters); an answer is
 written the moment it arrives, atomically, with a digest every load checks (a damaged entry
 is asked again, with a warning naming it), so an interrupted run resumes without paying for
@@ -11,6 +15,7 @@ any prompt twice. Keys (API secrets) never enter the cache key or the cache.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from abc import abstractmethod
@@ -28,7 +33,9 @@ from harness_llm.api import LLM, Completion, Message, messages_of
 
 __all__ = ["Attempt", "ResilientLLM", "Retryable"]
 
-# USD per million (input, output) tokens, for the cost column; unknown models cost 0.
+# USD per million (input, output) tokens of API models, for the cost column (list prices when
+# these models were current). A model missing here has no price: give one with the provider's
+# ``price`` parameter, or its cost is recorded as unknown (see ``ResilientLLM.price``).
 PRICES: dict[str, tuple[float, float]] = {
     "gpt-4o": (2.50, 10.00),
     "gpt-4o-mini": (0.15, 0.60),
@@ -68,6 +75,7 @@ class ResilientLLM(LLM):
         super().__init__(model, **params)
         self._lock = threading.Lock()
         self._usage = {"calls": 0, "cached": 0, "retries": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+        self._told_unpriced = False
 
     # -- what a provider implements ------------------------------------------------------
     @abstractmethod
@@ -77,6 +85,15 @@ class ResilientLLM(LLM):
     def endpoint(self) -> str:
         """Where requests go (part of the cache key; never a secret)."""
         return ""
+
+    def price(self) -> tuple[float, float] | None:
+        """USD per million (input, output) tokens, or None when unknown: then every cost this
+        object reports is None (unknown), never 0. By default the built-in table's price."""
+        return PRICES.get(self.model)
+
+    def unpriced(self) -> str:
+        """Why the cost is unknown and how to give a price (``usage()["cost_unknown"]``)."""
+        return f"no price for {self.label}; give llm_params: {{price: [IN, OUT]}} (USD per million tokens)"
 
     # -- shared machinery --------------------------------------------------------------
     def _cache_path(self, messages: list[Message], max_tokens: int, temperature: float) -> Path:
@@ -165,8 +182,11 @@ class ResilientLLM(LLM):
 
         return policy.run(lambda: self._call(messages, max_tokens, temperature), give_up, on_retry=count_retry)
 
-    def _cost(self, input_tokens: int, output_tokens: int) -> float:
-        price_in, price_out = PRICES.get(self.model, (0.0, 0.0))
+    def _cost(self, input_tokens: int, output_tokens: int) -> float | None:
+        price = self.price()
+        if price is None:
+            return None
+        price_in, price_out = price
         return (input_tokens * price_in + output_tokens * price_out) / 1e6
 
     def _count(self, completion: Completion) -> None:
@@ -174,8 +194,17 @@ class ResilientLLM(LLM):
             self._usage["cached" if completion.cached else "calls"] += 1
             self._usage["input_tokens"] += completion.input_tokens
             self._usage["output_tokens"] += completion.output_tokens
-            self._usage["cost_usd"] += completion.cost_usd
+            if completion.cost_usd is not None:
+                self._usage["cost_usd"] += completion.cost_usd
+            tell = self.price() is None and not self._told_unpriced
+            self._told_unpriced = self._told_unpriced or tell
+        if tell:  # once per object, when it first answers: the row's cost column will say "unknown"
+            print(f"note: cost unknown: {self.unpriced()}", file=sys.stderr, flush=True)
 
     def usage(self) -> dict[str, Any]:
         with self._lock:
-            return {"llm": self.label, **self._usage}
+            usage: dict[str, Any] = {"llm": self.label, **self._usage}
+        if self.price() is None:  # unknown, even if every answer came from the cache: never $0
+            usage["cost_usd"] = None
+            usage["cost_unknown"] = self.unpriced()
+        return usage

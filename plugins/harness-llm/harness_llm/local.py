@@ -49,6 +49,9 @@ class LocalLLM(ResilientLLM):
             content = "missing"  # load() says so
         return f"{path.name}:{content[:32]}:{self.device}"
 
+    def price(self) -> tuple[float, float]:
+        return (0.0, 0.0)  # in this process: no per-token price
+
     @property
     def device(self) -> str:
         return self.options.device or "cpu"

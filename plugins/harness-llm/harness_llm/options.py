@@ -29,9 +29,9 @@ class UsesLLM(harness.Options):
     provider's ``Options`` and replaced by all of them, defaults filled in, so rows record
     what ran and a typo fails before anything is built."""
 
-    llm: LLMSpec = Field(description="provider:model, e.g. openai:gpt-4o-mini or local:/path/model.gguf")
+    llm: LLMSpec = Field(description="provider:model, e.g. openai:gpt-5.4-mini or local:/path/model.gguf")
     llm_params: dict[str, Any] = Field(
-        default_factory=dict, description="the provider's parameters (base_url, concurrency, timeout, …)"
+        default_factory=dict, description="the provider's parameters (base_url, price, concurrency, timeout, …)"
     )
 
     @model_validator(mode="after")

@@ -2,7 +2,12 @@
 via ``base_url``) and Anthropic. The SDKs' own retries are off; ``ResilientLLM`` retries with
 the harness's one policy (:mod:`harness.retry`), so every provider backs off, honours
 ``Retry-After``, counts and gives up the same way. A 200 reply that is not JSON, or is not a
-completion (no choices, Anthropic's empty ``content``), is retried, never taken as an answer."""
+completion (no choices, Anthropic's empty ``content``), is retried, never taken as an answer.
+
+Cost: ``price`` (USD per million input and output tokens) if given, else the built-in table's
+(:data:`harness_llm.base.PRICES`); a model in neither served from a ``base_url`` of your own
+costs 0 (a server you run has no per-token price); otherwise the cost is unknown (recorded as
+null, never as $0)."""
 
 from __future__ import annotations
 
@@ -10,11 +15,11 @@ import os
 from abc import abstractmethod
 from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from harness import HarnessError, Retryable, classify_failure, describe_failure
 from harness_llm.api import Message
-from harness_llm.base import Attempt, ResilientLLM
+from harness_llm.base import PRICES, Attempt, ResilientLLM
 
 __all__ = ["AnthropicLLM", "HostedLLM", "OpenAILLM"]
 
@@ -36,6 +41,18 @@ class HostedLLM(ResilientLLM):
 
     class Options(ResilientLLM.Options):
         base_url: str | None = Field(None, description="another server speaking this API (a local one needs no key)")
+        price: tuple[float, float] | None = Field(
+            None,
+            description="USD per million (input, output) tokens, e.g. [0.4, 1.6]; default: the built-in table, "
+            "else 0 with base_url (your own server), else the cost is unknown",
+        )
+
+        @field_validator("price")
+        @classmethod
+        def _not_negative(cls, price: tuple[float, float] | None) -> tuple[float, float] | None:
+            if price is not None and min(price) < 0:
+                raise ValueError("a price is not negative")
+            return price
 
     options: Options
 
@@ -45,6 +62,14 @@ class HostedLLM(ResilientLLM):
 
     def endpoint(self) -> str:
         return self.options.base_url or self.default_endpoint
+
+    def price(self) -> tuple[float, float] | None:
+        if self.options.price is not None:
+            return self.options.price
+        if self.model in PRICES:
+            return PRICES[self.model]
+        # a model the table does not know, on a server of your own: no per-token price
+        return (0.0, 0.0) if self.options.base_url else None
 
     def client(self) -> Any:
         if self._client is None:

@@ -61,9 +61,10 @@ class LLMReranker(harness.Reranker):
     batch_size = 4
 
     class Options(harness.Reranker.Options, UsesLLM):
+        # required, no default: a run never pays an API model nobody named, and no default
+        # model goes stale when its provider retires it
         llm: LLMSpec = Field(
-            "openai:gpt-4o-mini",
-            description="provider:model, e.g. openai:gpt-4o-mini, anthropic:claude-3-5-haiku-20241022, "
+            description="provider:model (required), e.g. openai:gpt-5.4-mini, anthropic:claude-haiku-4-5, "
             "local:/path/model.gguf",
         )
         mode: Literal["pointwise", "listwise"] = Field(

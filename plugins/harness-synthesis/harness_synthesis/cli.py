@@ -16,7 +16,7 @@ def add_command(cli: click.Group) -> None:
     @cli.command()
     @click.option("--dataset", "-d", required=True, help="registry or plugin dataset whose SKB to use")
     @click.option("--n", "count", type=int, default=20, show_default=True, help="relational requirements to draw")
-    @click.option("--llm", required=True, help="provider:model, e.g. openai:gpt-4o-mini")
+    @click.option("--llm", required=True, help="provider:model, e.g. openai:gpt-5.4-mini")
     @click.option("--llm-param", "llm_params", multiple=True, help="KEY=VALUE for the provider (base_url=…)")
     @click.option("--verifier", "verifiers", multiple=True, help="more provider:model verifiers for the filter")
     @click.option("--templates", help="template set (default: the dataset's name without 'stark-')")

@@ -1,0 +1,100 @@
+"""`harness leaderboard show` in a narrow terminal and in a pipe: every number in full."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+from helpers import REPO
+
+from harness.cli import cli
+from harness.leaderboard.rows import cell_width, fit_columns, read_rows, table_rows
+
+BOXES = set("┃│━─┏┓┗┛┡┩└┘╇╈┳┻")
+
+
+def board(tmp_path: Path) -> Path:
+    """The published rows as one JSON file, one with a long name and a number of five digits."""
+    rows = json.loads((REPO / "leaderboard" / "leaderboard.json").read_text(encoding="utf-8"))
+    rows[0]["metrics"]["hit@1"] = 5 / 7  # 71.43
+    rows[0]["retriever"]["name"] = "bm25-with-a-rather-long-retriever-name"
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps(rows), encoding="utf-8")
+    return path
+
+
+def in_a_terminal(tmp_path: Path, *args: str, columns: int = 80) -> str:
+    """`harness leaderboard show ARGS` in a subprocess whose rich sees a terminal ``columns`` wide
+    (in-process, the console keeps the width it was made with)."""
+    env = {**os.environ, "COLUMNS": str(columns), "TTY_COMPATIBLE": "1", "FORCE_COLOR": "1"}
+    command = [sys.executable, "-c", "from harness.cli import main; main()", "leaderboard", "show", *args]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return re.sub(r"\x1b\[[0-9;]*m", "", done.stdout)
+
+
+def cells_of(path: Path) -> tuple[list[str], list[list[str]]]:
+    return table_rows(read_rows(path))
+
+
+def test_a_pipe_gets_every_column_as_plain_text(tmp_path: Path) -> None:
+    path = board(tmp_path)
+    result = CliRunner().invoke(cli, ["leaderboard", "show", str(path)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "…" not in out and not BOXES & set(out) and "71.43" in out
+    header, cells = cells_of(path)
+    lines = out.splitlines()
+    assert lines[0].startswith("leaderboard (") and lines[1].split() == header
+    assert len(lines) == 2 + len(cells)
+    for line, row in zip(lines[2:], cells, strict=True):
+        rest = line
+        for value in row:  # every cell, in full and in order
+            assert value in rest, (value, line)
+            rest = rest[rest.index(value) + len(value) :]
+
+
+def test_an_80_column_terminal_shows_whole_columns_and_says_which_are_hidden(tmp_path: Path) -> None:
+    path = board(tmp_path)
+    out = in_a_terminal(tmp_path, str(path))
+    assert "…" not in out and "71.43" in out and BOXES & set(out)
+    assert all(cell_width(line) <= 80 for line in out.splitlines()), out
+    header, cells = cells_of(path)
+    table = [line for line in out.splitlines() if line.startswith(("┃", "│"))]
+    shown = [name.strip() for name in table[0].strip("┃").split("┃")]
+    assert "retriever" in shown and "hit@1" in shown and len(shown) < len(header)
+    for line, row in zip(table[1:], cells, strict=True):
+        values = [value.strip() for value in line.strip("│").split("│")]
+        assert values == [row[header.index(name)] for name in shown]  # every shown cell in full
+    hidden = [name for name in header if name not in shown and name != "dataset"]  # one dataset: in the title
+    assert f"({len(hidden)} columns hidden at 80 columns: {', '.join(hidden)};" in " ".join(out.split())
+    assert "leaderboard debian (" in out
+
+
+def test_columns_are_chosen_by_width() -> None:
+    header = ["dataset", "split", "retriever", "n", "hit@1", "mrr", "ms/query", "regime", "date"]
+    cells = [
+        ["d", "test", "some-retriever", "10", "71.43", "80.00", "1.00", "zero-shot", "2026-01-01"],
+        ["d", "val", "other", "10", "50.00", "60.00", "2.00", "zero-shot", "2026-01-01"],
+    ]
+    kept, hidden = fit_columns(header, cells, ["hit@1", "mrr"], 200) or ([], [])
+    assert kept == list(range(9)) and hidden == []
+    # retriever (14+3), split (5+3), hit@1 (5+3) and the border: 34 cells; mrr needs 8 more
+    assert fit_columns(header, cells, ["hit@1", "mrr"], 34) == ([1, 2, 4], [0, 3, 5, 6, 7, 8])
+    assert fit_columns(header, cells, ["hit@1", "mrr"], 42) == ([1, 2, 4, 5], [0, 3, 6, 7, 8])
+    assert fit_columns(header, cells, ["hit@1", "mrr"], 33) is None  # not even those: plain text
+
+
+def test_markdown_and_wide_keep_every_column(tmp_path: Path) -> None:
+    path = board(tmp_path)
+    header, _ = cells_of(path)
+    wide = in_a_terminal(tmp_path, str(path), "--wide")
+    assert wide.splitlines()[1].split() == header and "…" not in wide and not BOXES & set(wide)
+    assert "hidden" not in in_a_terminal(tmp_path, str(path), columns=250)  # all fit: a boxed table of all
+    markdown = CliRunner().invoke(cli, ["leaderboard", "show", str(path), "--format", "markdown"])
+    assert markdown.stdout.splitlines()[0] == "| " + " | ".join(header) + " |" and "71.43" in markdown.stdout

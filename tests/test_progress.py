@@ -1,0 +1,120 @@
+"""What a run shows while it works: the CLI's live progress display on a terminal, driven by
+the real runner (phases, a plugin's tasks, the search), and what it leaves behind."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+import harness
+from harness.cli import common
+from harness.run.registry import Registry, RetrieverEntry
+from harness.run.resolve import resolve
+from harness.run.runner import Runner
+from harness.testing import plugin_manager
+
+
+class Spinning(harness.Retriever):
+    """Builds as plugins do: a task with a total, then one without (a spinner)."""
+
+    name = "spinning"
+
+    def build(self, skb: harness.SKB, context: harness.BuildContext) -> None:
+        self.ids = skb.candidate_ids
+        for _ in context.track(range(len(self.ids)), "spinning: read documents", len(self.ids)):
+            pass
+        with context.task("spinning: index", None):
+            pass
+
+    def search(self, queries: list[harness.Query], k: int) -> list[harness.Ranking]:
+        scores = np.linspace(1, 0, len(self.ids))
+        return [harness.Ranking(self.ids[:k], scores[:k]) for _ in queries]
+
+
+class _Components:
+    @harness.hookimpl
+    def register_retrievers(self, register: Any) -> None:
+        register(Spinning)
+
+
+def _plain(screen: io.StringIO) -> str:
+    """What the terminal shows, colours and cursor moves left out."""
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue())
+
+
+@pytest.fixture
+def terminal(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
+    """The CLI's stderr console as a 120-column terminal writing into a buffer."""
+    screen = io.StringIO()
+    monkeypatch.setattr(common.console, "_console", Console(file=screen, force_terminal=True, width=120))
+    return screen
+
+
+def test_a_run_shows_its_phases_and_leaves_no_spinner_behind(terminal: io.StringIO, tmp_path: Path) -> None:
+    manager = plugin_manager(_Components())
+    registry = Registry(retrievers={"spinning": RetrieverEntry(plugin="spinning")})
+    spec = resolve(registry, manager, "spinning", "tiny", "test", 3, ["hit@1"])
+    seen: list[str] = []
+    with common.progress() as tasks:
+        phase = tasks.phase
+
+        def watched(description: str, total: int | None = None) -> Any:
+            seen.append(description)
+            return phase(description, total)
+
+        tasks.phase = watched
+        runner = Runner(manager, output_dir=tmp_path / "runs", cache_dir=tmp_path / "cache", progress=tasks)
+        runner.run(spec)
+        # every task ended with its phase: nothing left to spin on after the run
+        assert tasks.display.tasks == [] and tasks.open == []
+    assert seen == [
+        "loading tiny: queries and knowledge base",
+        "index spinning: building, or loading from the cache",
+        "search spinning",
+        "evaluating 6 queries",
+        "writing the run files",
+    ]
+    screen = _plain(terminal)
+    # a line for each piece of work, with its count and time; none for the status lines
+    assert "✓ spinning: read documents 5/5" in screen
+    assert "✓ spinning: index" in screen
+    assert "✓ search spinning 6/6" in screen
+    assert "✓ loading" not in screen
+
+
+def test_a_task_with_a_total_shows_its_count_and_time_left(terminal: io.StringIO) -> None:
+    with common.progress() as tasks:
+        task = tasks("encode documents", 10)
+        task.advance(3)
+        tasks.display.refresh()
+        shown = _plain(terminal)
+        assert "3/10" in shown and "eta " in shown
+        # the next task ends an open spinner before it; a finished bar leaves the display
+        spinner = tasks("index", None)
+        task.advance(7)
+        tasks("write", None)
+        assert spinner.ended and task.ended and [t.description for t in tasks.display.tasks] == ["write"]
+    assert "✓ encode documents 10/10" in _plain(terminal) and "✓ index" in _plain(terminal)
+
+
+def test_a_failed_phase_ends_its_tasks_without_a_done_line(terminal: io.StringIO) -> None:
+    with common.progress() as tasks:
+        with pytest.raises(RuntimeError), tasks.phase("building"):
+            tasks("half done", 10).advance(5)
+            raise RuntimeError("boom")
+        assert tasks.display.tasks == []
+    assert "✓" not in _plain(terminal)
+
+
+def test_no_progress_when_stderr_is_not_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    screen = io.StringIO()
+    monkeypatch.setattr(common.console, "_console", Console(file=screen, force_terminal=False))
+    with common.progress() as tasks, tasks.phase("loading"):
+        tasks("work", 2).advance(2)
+    assert screen.getvalue() == ""
