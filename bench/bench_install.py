@@ -5,9 +5,9 @@ first ``harness run``.
     python bench/bench_install.py --no-cache         # pip downloads everything again
     python bench/bench_install.py --dev              # also requirements-dev.txt + requirements-nodeps.txt
 
-PyTorch goes in first, as the README says, with ``--torch`` (default ``torch==2.13.0``, the CPU
-build pip finds on the project's CI machines; elsewhere pass e.g.
-``--torch "torch --index-url https://download.pytorch.org/whl/cpu"``). Each step is timed
+PyTorch goes in first, as the README's line does (``--torch``, default: the CPU build from
+PyTorch's index). Where that index cannot be reached but a CPU wheel lies in pip's
+``--find-links`` (the project's CI machines), pass ``--torch torch==2.13.0``. Each step is timed
 separately; the goal line is the README install (venv + torch + requirements.txt) within
 5 minutes with a warm cache and nothing built from source: any wheel pip builds that is not pure
 Python, and any source distribution in the default install's ``--report``, is named.
@@ -67,7 +67,11 @@ def from_source(report: Path) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--torch", default="torch==2.13.0", help="what `pip install` is given for PyTorch")
+    parser.add_argument(
+        "--torch",
+        default="torch --index-url https://download.pytorch.org/whl/cpu",
+        help="what `pip install` is given for PyTorch",
+    )
     parser.add_argument("--no-cache", action="store_true", help="pip without its cache (downloads everything)")
     parser.add_argument("--dev", action="store_true", help="also time the test suite's extra installs")
     parser.add_argument("--keep", action="store_true", help="keep the virtual environment (its path is printed)")

@@ -98,3 +98,41 @@ def test_markdown_and_wide_keep_every_column(tmp_path: Path) -> None:
     assert "hidden" not in in_a_terminal(tmp_path, str(path), columns=250)  # all fit: a boxed table of all
     markdown = CliRunner().invoke(cli, ["leaderboard", "show", str(path), "--format", "markdown"])
     assert markdown.stdout.splitlines()[0] == "| " + " | ".join(header) + " |" and "71.43" in markdown.stdout
+
+
+def test_a_sampled_row_keeps_its_n_and_sample_marker_in_a_narrow_terminal(tmp_path: Path) -> None:
+    path = board(tmp_path)
+    header, cells = cells_of(path)
+    sampled = [row for row in cells if row[header.index("n")].endswith("(10%)")]
+    assert sampled, "the published rows have a sampled run"
+    out = in_a_terminal(tmp_path, str(path))
+    table = [line for line in out.splitlines() if line.startswith(("┃", "│"))]
+    shown = [name.strip() for name in table[0].strip("┃").split("┃")]
+    assert "n" in shown, out  # without it, a 10% sample reads as a full run
+    ns = [line.strip("│").split("│")[shown.index("n")].strip() for line in table[1:]]
+    assert ns == [row[header.index("n")] for row in cells] and sum(n.endswith("(10%)") for n in ns) == len(sampled)
+    # the same board with no sample: n is one of the columns that give way again
+    rows = json.loads(path.read_text(encoding="utf-8"))
+    for row in rows:
+        row["sample"] = None
+    path.write_text(json.dumps(rows), encoding="utf-8")
+    out = in_a_terminal(tmp_path, str(path))
+    assert "(10%)" not in out and "columns hidden at 80 columns: " in out
+    shown = [
+        name.strip() for name in next(line for line in out.splitlines() if line.startswith("┃")).strip("┃").split("┃")
+    ]
+    assert "n" not in shown
+
+
+def test_n_is_needed_when_a_row_is_sampled() -> None:
+    header = ["dataset", "split", "retriever", "n", "hit@1", "mrr", "ms/query", "regime", "date"]
+    cells = [
+        ["d", "test", "some-retriever", "1000", "71.43", "80.00", "1.00", "zero-shot", "2026-01-01"],
+        ["d", "test", "other", "100", "50.00", "60.00", "2.00", "zero-shot", "2026-01-01"],
+    ]
+    # retriever (14+3), hit@1 (5+3), mrr (5+3) and the border: n (4+3) does not fit in 34
+    assert fit_columns(header, cells, ["hit@1", "mrr"], 34) == ([2, 4, 5], [0, 1, 3, 6, 7, 8])
+    cells[1][3] = "100 (10%)"
+    # n (9+3) now comes before mrr; with it, retriever and hit@1 need 38 cells
+    assert fit_columns(header, cells, ["hit@1", "mrr"], 38) == ([2, 3, 4], [0, 1, 5, 6, 7, 8])
+    assert fit_columns(header, cells, ["hit@1", "mrr"], 37) is None

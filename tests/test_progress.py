@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import io
 import re
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from rich.cells import cell_len
 from rich.console import Console
 
 import harness
@@ -74,11 +76,11 @@ def test_a_run_shows_its_phases_and_leaves_no_spinner_behind(terminal: io.String
         # every task ended with its phase: nothing left to spin on after the run
         assert tasks.display.tasks == [] and tasks.open == []
     assert seen == [
-        "loading tiny: queries and knowledge base",
-        "index spinning: building, or loading from the cache",
+        "load tiny",
+        "index spinning: build or load",
         "search spinning",
-        "evaluating 6 queries",
-        "writing the run files",
+        "evaluate 6 queries",
+        "write the run files",
     ]
     screen = _plain(terminal)
     # a line for each piece of work, with its count and time; none for the status lines
@@ -101,6 +103,34 @@ def test_a_task_with_a_total_shows_its_count_and_time_left(terminal: io.StringIO
         tasks("write", None)
         assert spinner.ended and task.ended and [t.description for t in tasks.display.tasks] == ["write"]
     assert "✓ encode documents 10/10" in _plain(terminal) and "✓ index" in _plain(terminal)
+
+
+LONG = "bm25: read + analyze documents, a description longer than any terminal is wide, " * 2
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_a_narrow_terminal_cuts_the_description_never_a_number(monkeypatch: pytest.MonkeyPatch, width: int) -> None:
+    screen = io.StringIO()
+    monkeypatch.setattr(common.console, "_console", Console(file=screen, force_terminal=True, width=width))
+    with common.progress() as tasks, tasks.phase("index bm25-with-a-rather-long-name: build or load"):
+        task = tasks(LONG, 234_567)
+        task.advance(1)
+        time.sleep(0.05)  # two samples apart: the speed, and so the time left, is known
+        task.advance(123_455)
+        # the display itself, as the live view draws it on a terminal this wide
+        drawn = Console(file=io.StringIO(), force_terminal=True, width=width, record=True)
+        drawn.print(tasks.display.get_renderable())
+        lines = drawn.export_text().splitlines()
+        assert len(lines) == 2 and all(cell_len(line) <= width for line in lines), lines
+        assert lines[0][2:].startswith("index bm25") and "…" in lines[0]
+        bar = lines[1]
+        assert bar[2:].startswith("bm25: read") and "…" in bar and "━" in bar
+        assert re.search(r" 123,456/234,567 \d+:\d\d:\d\d eta \d+:\d\d:\d\d$", bar), bar
+        task.advance(234_567 - 123_456)
+    # the line a finished task leaves is one line too, the count in full
+    shown = _plain(screen)
+    done = shown[shown.index("✓") :].split("\n")[0]
+    assert cell_len(done) <= width and done.startswith("✓ bm25: read") and " 234,567/234,567 " in done, done
 
 
 def test_a_failed_phase_ends_its_tasks_without_a_done_line(terminal: io.StringIO) -> None:

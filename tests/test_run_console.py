@@ -95,19 +95,27 @@ def _harness() -> str:
 RUN = ["run", "-r", "slow", "-d", "tiny", "--k", "3", "--metrics", "hit@1", "--output", "runs"]
 
 
-def test_ctrl_c_says_what_was_kept_and_a_rerun_resumes(env: dict[str, str], tmp_path: Path) -> None:
+def _interrupted(args: list[str], env: dict[str, str], tmp_path: Path) -> str:
+    """``harness`` with ``args``, sent SIGINT once three queries were searched; its stderr."""
     searched = tmp_path / "searched.log"
+    already = len(searched.read_text().split()) if searched.exists() else 0
     child = subprocess.Popen(
-        [_harness(), *RUN], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [_harness(), *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     deadline = time.monotonic() + 60
     # two queries answered (and logged by the runner), the third being searched
-    while not (searched.exists() and len(searched.read_text().split()) >= 3):
+    while not (searched.exists() and len(searched.read_text().split()) >= already + 3):
         assert child.poll() is None and time.monotonic() < deadline, child.communicate()
         time.sleep(0.05)
     child.send_signal(signal.SIGINT)
     _, err = child.communicate(timeout=60)
     assert child.returncode == 130, err
+    return err
+
+
+def test_ctrl_c_says_what_was_kept_and_a_rerun_resumes(env: dict[str, str], tmp_path: Path) -> None:
+    searched = tmp_path / "searched.log"
+    err = _interrupted(RUN, env, tmp_path)
     assert "Aborted!" not in err
     [results] = list((tmp_path / "runs").glob("tiny-test-slow-*/results.jsonl"))
     kept = len(results.read_text().splitlines())
@@ -154,3 +162,13 @@ def test_third_party_info_logs_only_with_verbose(env: dict[str, str], tmp_path: 
     assert loud.returncode == 0, loud.stderr
     assert "chatty-info-line" in loud.stderr and "HTTP Request" in loud.stderr
     assert "verbose=1" in loud.stdout
+
+
+def test_ctrl_c_of_a_fresh_run_says_to_resume_without_fresh(env: dict[str, str], tmp_path: Path) -> None:
+    """Repeating a --fresh command discards what was kept: the advice must drop the flag."""
+    err = _interrupted([*RUN, "--fresh"], env, tmp_path)
+    assert "run the same command again without --fresh to resume" in err
+    [results] = list((tmp_path / "runs").glob("tiny-test-slow-*/results.jsonl"))
+    kept = len(results.read_text().splitlines())
+    again = subprocess.run([_harness(), *RUN], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and f"resumed {kept} queries" in again.stdout, again.stderr

@@ -90,11 +90,36 @@ def progress() -> Iterator[Any]:
         Progress,
         ProgressColumn,
         SpinnerColumn,
-        TextColumn,
         TimeElapsedColumn,
         TimeRemainingColumn,
     )
+    from rich.table import Column
     from rich.text import Text
+
+    # One line per task in any width: the description is the only column rich's table may
+    # shrink (cut with an ellipsis, never wrapped), the bar narrows with the terminal, and
+    # the numbers are never cut or wrapped (a wrapped "eta" used to land on a second line).
+    out = console.real()
+
+    def fixed() -> Column:
+        return Column(no_wrap=True)
+
+    class Description(ProgressColumn):
+        """The task's description on one line, cut with ``…`` when the line is short of room."""
+
+        def __init__(self) -> None:
+            super().__init__(table_column=Column(no_wrap=False, overflow="ellipsis"))
+
+        def render(self, task: Any) -> Any:
+            return Text(task.description, no_wrap=True, overflow="ellipsis")
+
+    class Bar(BarColumn):
+        """A bar that narrows with the terminal (6 columns at 60, 13 at 80, 40 at most), leaving
+        the description room to be read."""
+
+        def render(self, task: Any) -> Any:
+            self.bar_width = max(6, min(40, (out.width - 40) // 3))
+            return super().render(task)
 
     class Count(ProgressColumn):
         """``done/total`` for a task with a total; nothing for a status line."""
@@ -111,13 +136,13 @@ def progress() -> Iterator[Any]:
             return Text.assemble("eta ", super().render(task))
 
     display = Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        Count(),
-        TimeElapsedColumn(),
-        TimeLeft(),
-        console=console.real(),
+        SpinnerColumn(table_column=fixed()),
+        Description(),
+        Bar(table_column=fixed()),
+        Count(table_column=fixed()),
+        TimeElapsedColumn(table_column=fixed()),
+        TimeLeft(table_column=fixed()),
+        console=out,
         transient=True,
         disable=not console.is_terminal,
     )
@@ -192,9 +217,12 @@ class _Task:
         # a phase's status line says nothing the phase times at the end do not; work a plugin
         # or the search did is worth a line
         if ok and not display.disable and (self.total is not None or not self.is_phase):
-            from rich.markup import escape
+            from rich.text import Text
 
+            # one line too: the description gives way to the count and the time
             count = f" {self.done:,}/{self.total:,}" if self.total is not None else ""
-            display.console.print(
-                f"[green]✓[/green] {escape(self.description)}{count} [dim]{elapsed:.1f} s[/dim]", highlight=False
-            )
+            tail = f"{count} {elapsed:.1f} s"
+            description = Text(self.description)
+            description.truncate(max(1, display.console.width - 2 - len(tail)), overflow="ellipsis")
+            line = Text.assemble(("✓", "green"), " ", description, count, " ", (f"{elapsed:.1f} s", "dim"))
+            display.console.print(line, highlight=False, no_wrap=True, overflow="ellipsis")

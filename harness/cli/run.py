@@ -95,7 +95,9 @@ def run(
         targets.append((dataset, split))
     params = {"data_dir": data_dir} if data_dir else None
     specs = []
-    errors: list[str] = []
+    # reason → the runs it stops: a reason shared by several runs (a typo, a dataset's missing
+    # files for each of its splits) is said once, with the runs it concerns
+    cannot: dict[str, list[str]] = {}
     for d, s in targets:
         try:
             specs.append(resolve(registry, plugins, retriever, d, s, k, metric_list, sample, seed, params))
@@ -103,14 +105,17 @@ def run(
             if not run_all:
                 raise
             # one dataset whose plugin failed to load must not cost the others (as with missing data)
-            errors.append(f"{d}/{s}: {exc}")
-            console.print(f"[red]cannot run[/red] {d}/{s}: {exc}", highlight=False)
+            cannot.setdefault(str(exc), []).append(f"{d}/{s}")
+    if cannot and not specs and len(cannot) == 1:
+        raise HarnessError(next(iter(cannot)))  # nothing can run, for one reason: an error like any other
     if dry_run:
         _dry_run(specs, fmt)
-        if errors:
-            click.echo(f"error: {len(errors)} of {len(targets)} runs cannot run:\n  " + "\n  ".join(errors), err=True)
+        if cannot:
+            click.echo(_grouped(f"{_count(cannot)} of {len(targets)} runs cannot run", cannot), err=True)
             sys.exit(2)
         return
+    for reason, runs in cannot.items():
+        console.print(f"[red]cannot run[/red] {', '.join(runs)}: {reason}", highlight=False)
     failed = False
     outcomes = []
     with progress() as task_factory:
@@ -132,7 +137,7 @@ def run(
                     raise
                 # With several runs, one that cannot run (e.g. data not available) must not
                 # cost the others; it is reported and the exit status says so.
-                errors.append(f"{spec.describe()}: {exc}")
+                cannot.setdefault(str(exc), []).append(spec.describe())
                 console.print(f"[red]failed:[/red] {exc}", highlight=False)
                 continue
             outcomes.append(outcome)
@@ -142,11 +147,20 @@ def run(
     else:
         for outcome in outcomes:
             _print_outcome(outcome)
-    if errors:
-        click.echo(f"error: {len(errors)} of {len(targets)} runs failed:\n  " + "\n  ".join(errors), err=True)
+    if cannot:
+        click.echo(_grouped(f"{_count(cannot)} of {len(targets)} runs failed", cannot), err=True)
         sys.exit(2)
     if check and failed:
         sys.exit(1)
+
+
+def _count(reasons: dict[str, list[str]]) -> int:
+    return sum(len(runs) for runs in reasons.values())
+
+
+def _grouped(headline: str, reasons: dict[str, list[str]]) -> str:
+    """``error: headline:`` then one line per reason, naming the runs it stopped."""
+    return f"error: {headline}:\n  " + "\n  ".join(f"{', '.join(runs)}: {reason}" for reason, runs in reasons.items())
 
 
 def _dry_run(specs: list[Any], fmt: str) -> None:

@@ -3,6 +3,7 @@ plugins (what ``harness list`` shows), and the parameters components declare."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,7 +58,11 @@ def runnable(registry: Any, plugins: Any) -> Runnable:
             return NOT_INSTALLED
         try:
             construct(plugins, kind, name, plugin, entry.params if entry is not None else {})
-        except HarnessError:
+        except HarnessError as exc:
+            # a credential the environment lacks (``set NAME in the environment``) is not a bad parameter
+            needs = re.search(r"set ([A-Z][A-Z0-9_]*) in the environment", str(exc))
+            if needs:
+                return f"needs ${needs.group(1)}"
             return BAD_PARAMS if entry is not None else NEEDS_PARAMS
         return USES
 

@@ -148,12 +148,16 @@ def plain_table(header: list[str], cells: list[list[str]]) -> str:
 
 def column_priority(header: list[str], cells: list[list[str]], metrics: list[str]) -> tuple[list[int], list[int]]:
     """Column indices for a terminal too narrow for all: those a table cannot do without (the
-    retriever, the dataset and split where rows differ in them, the first metric), then the
-    rest, most important first (the other metrics in order, ms/query, n, a dataset or split
-    every row shares, regime, date)."""
+    retriever, the dataset and split where rows differ in them, the first metric, and n when
+    a row is a sample), then the rest, most important first (the other metrics in order,
+    ms/query, n, a dataset or split every row shares, regime, date)."""
     varies = {name: len({row[i] for row in cells}) > 1 for i, name in enumerate(header)}
+    # a sampled row's n carries its " (10%)" marker (table_rows): without it, it reads as a full run
+    sampled = "n" in header and any(row[header.index("n")].endswith("%)") for row in cells)
     needed = ["retriever", *(name for name in ("dataset", "split") if varies[name]), *metrics[:1]]
-    optional = [*metrics[1:], "ms/query", "n", *(name for name in ("dataset", "split") if not varies[name])]
+    needed += ["n"] if sampled else []
+    optional = [*metrics[1:], "ms/query", *([] if sampled else ["n"])]
+    optional += [name for name in ("dataset", "split") if not varies[name]]
     optional += ["regime", "date"]
     return [header.index(n) for n in needed if n in header], [header.index(n) for n in optional if n in header]
 

@@ -173,6 +173,11 @@ class Runner:
         with phase(description, total) as task:
             yield task
 
+    @property
+    def _again(self) -> str:
+        # --fresh discards the resume log: repeating it would search everything again
+        return "run the same command again without --fresh" if self.fresh else "run the same command again"
+
     def _interrupted(self, spec: RunSpec, since: float) -> str:
         """What a Ctrl-C leaves behind: the answered queries a re-run resumes from, the caches."""
         lines = [f"interrupted: {spec.describe()}"]
@@ -182,12 +187,12 @@ class Runner:
             if kept:
                 lines.append(
                     f"kept: {kept} of {len(wanted)} queries answered, in {run_dir / 'results.jsonl'}; "
-                    "run the same command again to resume (they are not searched again)"
+                    f"{self._again} to resume (they are not searched again)"
                 )
             else:
-                lines.append(f"no query was answered yet; run the same command again to start ({run_dir})")
+                lines.append(f"no query was answered yet; {self._again} to start ({run_dir})")
         else:
-            lines.append("no query was answered yet; run the same command again to start")
+            lines.append(f"no query was answered yet; {self._again} to start")
         written = _written_since(self.cache_dir, since)
         if written:
             shown = ", ".join(written[:6]) + (f" and {len(written) - 6} more" if len(written) > 6 else "")
@@ -202,7 +207,7 @@ class Runner:
     def _run(self, spec: RunSpec) -> RunOutcome:
         started = time.perf_counter()
         phases = dict.fromkeys(("load", "build", "search", "evaluate", "write"), 0.0)
-        with self._phase(f"loading {spec.dataset}: queries and knowledge base"):
+        with self._phase(f"load {spec.dataset}"):
             dataset = self.dataset(spec.dataset_component)
             queries = dataset.load_queries().split(spec.split)
             if spec.sample:
@@ -260,7 +265,7 @@ class Runner:
                 # what earlier runs of these objects in this process spent is not this session's
                 before = self._usage(spec)
                 try:
-                    with self._phase(f"index {spec.retriever}: building, or loading from the cache"):
+                    with self._phase(f"index {spec.retriever}: build or load"):
                         retriever_obj, phases["build"] = self._build_all(spec, skb, dataset)
                     if not built_earlier:
                         build_seconds = phases["build"]
@@ -289,7 +294,7 @@ class Runner:
                 raise HarnessError(f"run {run_dir}: {len(missing)} queries have no results (first: {missing[:5]})")
             ordered = [done[q.id] for q in queries]
             began = time.perf_counter()
-            with self._phase(f"evaluating {len(queries)} queries"):
+            with self._phase(f"evaluate {len(queries)} queries"):
                 metric_objs = parse_metrics(spec.metrics, self.plugins.components.by_kind["metric"])
                 mask = candidate_mask(skb)
                 hits, n_relevant = hit_matrix(
@@ -305,7 +310,7 @@ class Runner:
                 ]
             phases["evaluate"] = time.perf_counter() - began
             began = time.perf_counter()
-            with self._phase("writing the run files"):
+            with self._phase("write the run files"):
                 self._write_outputs(run_dir, spec, queries, ordered, per_query, gold)
 
             latencies = np.asarray([r["latency_ms"] for r in ordered], dtype=np.float64)
@@ -439,7 +444,7 @@ class Runner:
                     raise HarnessError(
                         f"retriever {spec.retriever!r} failed on queries {[q.id for q in batch][:5]}: "
                         f"{type(exc).__name__}: {exc}. Completed queries are kept in {results_path}; "
-                        "run the same command again to resume."
+                        f"{self._again} to resume."
                     ) from exc
                 rankings = check_rankings(spec.retriever, batch, rankings, spec.k)
                 per_query_ms = 1000 * (time.perf_counter() - began) / len(batch)
@@ -523,6 +528,13 @@ def _written_since(cache_dir: Path, since: float) -> list[str]:
         relative = Path(root).relative_to(cache_dir)
         skipped = {"digests"} if relative == Path(".") else set()
         dirs[:] = [d for d in dirs if not d.startswith(".") and not d.endswith(".tmp") and d not in skipped]
+        if len(relative.parts) >= 3:
+            # entries live at most two levels down (<plugin>/<entry>); below that, the
+            # directory's own time says enough, and a large answer cache is not walked file by file
+            dirs[:] = []
+            if os.stat(root).st_mtime >= since:
+                directories.add(relative)
+            continue
         for name in files:
             if name.startswith(".") or relative == Path("."):
                 continue

@@ -18,7 +18,17 @@ import harness
 if TYPE_CHECKING:
     from harness import Options
 
-__all__ = ["LLM", "Completion", "Message", "get_llm", "llm_class", "messages_of", "options_of", "split_spec"]
+__all__ = [
+    "LLM",
+    "Completion",
+    "Message",
+    "check_llm",
+    "get_llm",
+    "llm_class",
+    "messages_of",
+    "options_of",
+    "split_spec",
+]
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,12 @@ class LLM(ABC):
     def __init__(self, model: str, **params: Any) -> None:
         self.model = model
         self.options = harness.parse_options(options_of(type(self)), params, f"llm {getattr(self, 'name', '?')!r}")
+
+    @classmethod  # noqa: B027 (not abstract: most providers need nothing)
+    def check_ready(cls, params: dict[str, Any]) -> None:
+        """Raise :class:`harness.HarnessError` if this provider cannot answer here with ``params``
+        (validated, defaults filled in), e.g. its API key is not set. Components naming the
+        provider call it when they are constructed (:func:`check_llm`), before anything loads."""
 
     @property
     def params(self) -> dict[str, Any]:
@@ -112,3 +128,13 @@ def get_llm(spec: str, **params: Any) -> LLM:
     """The LLM for ``provider:model`` (e.g. ``openai:gpt-5.4-mini``, ``local:/models/x.gguf``)."""
     provider, model = split_spec(spec)
     return llm_class(provider)(model, **params)
+
+
+def check_llm(spec: str, params: dict[str, Any], where: str) -> None:
+    """What a component naming ``spec`` calls when it is constructed: the provider's
+    :meth:`LLM.check_ready` (a missing key), its error prefixed with ``where`` and the LLM."""
+    provider, _ = split_spec(spec)
+    try:
+        llm_class(provider).check_ready(params)
+    except harness.HarnessError as exc:
+        raise harness.HarnessError(f"{where}: llm {spec!r}: {exc}") from None

@@ -23,7 +23,7 @@ from pydantic import Field, model_validator
 
 import harness
 from harness import SKB, BuildContext, HarnessError, Query, Ranking
-from harness_llm.api import LLM, Message, get_llm
+from harness_llm.api import LLM, Message, check_llm, get_llm
 from harness_llm.options import LLMSpec, UsesLLM
 
 __all__ = ["LLMReranker", "parse_ranking", "parse_score"]
@@ -89,6 +89,8 @@ class LLMReranker(harness.Reranker):
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
+        # a missing key fails here, as the run resolves, not after the SKB and the first stage are built
+        check_llm(self.options.llm, self.options.llm_params, f"retriever {self.name!r}")
         self._llm: LLM | None = None
         self._skb: SKB | None = None
         self._malformed = 0

@@ -58,10 +58,12 @@ def test_llm_specs_and_parameters_are_checked() -> None:
         OpenAILLM("gpt-4o-mini", concurrency=0)
 
 
-def test_the_plugin_offers_its_hook_its_providers_and_presets() -> None:
+def test_the_plugin_offers_its_hook_its_providers_and_presets(monkeypatch: pytest.MonkeyPatch) -> None:
     from click.testing import CliRunner
 
     from harness.cli import cli
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)  # a preset whose key is missing is hidden (tested below)
 
     listed = json.loads(CliRunner().invoke(cli, ["list", "--format", "json"]).stdout)
     assert {"openai", "anthropic", "local"} <= set(listed["other"]["llm"])
@@ -71,7 +73,8 @@ def test_the_plugin_offers_its_hook_its_providers_and_presets() -> None:
     assert "llm" in [plugin["name"] for plugin in hooks]
 
 
-def test_rows_record_the_provider_parameters_that_run() -> None:
+def test_rows_record_the_provider_parameters_that_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
     reranker = LLMReranker(first_stage="bm25", llm="openai:gpt-4o-mini", llm_params={"timeout": 5})
     assert reranker.params["llm_params"] == {
         "concurrency": 4,
@@ -218,8 +221,65 @@ def test_retry_after_is_honoured(provider: type[FakeProvider]) -> None:
 
 def test_keys_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with pytest.raises(HarnessError, match="set OPENAI_API_KEY"):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(HarnessError, match=r"^openai needs an API key: set OPENAI_API_KEY in the environment"):
         OpenAILLM("gpt-4o-mini").complete("hi")
+    with pytest.raises(HarnessError, match=r"^anthropic needs an API key: set ANTHROPIC_API_KEY in the environment"):
+        AnthropicLLM("claude-haiku-4-5").complete("hi")
+    # checked when a reranker naming the provider is made (the run resolves: nothing is loaded yet)
+    with pytest.raises(
+        HarnessError, match=r"^retriever 'llm-reranker': llm 'anthropic:claude-haiku-4-5': anthropic needs an API key"
+    ):
+        LLMReranker(first_stage="bm25", llm="anthropic:claude-haiku-4-5")
+    # another server (base_url) may need no key; the local provider never does
+    LLMReranker(first_stage="bm25", llm="openai:smollm2", llm_params={"base_url": "http://10.0.0.5:8000/v1"})
+    LLMReranker(first_stage="bm25", llm="local:/models/m.gguf")
+
+
+def test_a_missing_key_fails_the_run_before_anything_loads_and_hides_the_preset(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The shipped Claude preset through the real CLI: without $ANTHROPIC_API_KEY, `run` (dry or
+    not) stops at once with one line naming the variable; `list` hides the preset, saying why."""
+    from click.testing import CliRunner
+
+    from harness.cli import cli
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    for args in (["--dry-run"], ["-d", "debian", "--sample", "0.02"]):
+        started = time.monotonic()
+        result = CliRunner().invoke(cli, ["run", "-r", "bm25-claude-rerank", *args])
+        seconds = time.monotonic() - started
+        assert result.exit_code == 2, result.output
+        error = result.stderr.strip()
+        assert (
+            len(error.splitlines()) == 1
+            and error.startswith("error: ")
+            and error.endswith(
+                "presets.yaml: retriever 'bm25-claude-rerank': llm 'anthropic:claude-sonnet-5-5': anthropic needs an "
+                "API key: set ANTHROPIC_API_KEY in the environment (export ANTHROPIC_API_KEY=...; keys are never read "
+                "from parameters)"
+            )
+        ), error
+        assert seconds < 10 and not Path("runs").exists(), "nothing is loaded, built or written"
+
+    listed = CliRunner().invoke(cli, ["list", "--format", "json"])
+    assert listed.exit_code == 0, listed.output
+    data = json.loads(listed.stdout)
+    hidden = {h["name"]: h["error"] for h in data["hidden"]}
+    assert "bm25-claude-rerank" not in data["retrievers"] and "set ANTHROPIC_API_KEY" in hidden["bm25-claude-rerank"]
+    assert "set OPENAI_API_KEY" in hidden["bm25-openai-rerank"]
+    reasons = {h["name"]: h["reason"] for h in data["hidden"]}
+    assert reasons["bm25-claude-rerank"] == "needs $ANTHROPIC_API_KEY", "not 'invalid parameters'"
+    assert "bm25-smollm2-rerank" in data["retrievers"], "a base_url of your own needs no key"
+    assert CliRunner().invoke(cli, ["list"]).exit_code == 0
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "dummy")  # any value: the key is used only when asking
+    result = CliRunner().invoke(cli, ["run", "-r", "bm25-claude-rerank", "--dry-run"])
+    assert result.exit_code == 0 and "would run bm25 → bm25-claude-rerank" in result.stdout, result.output
+    listed = CliRunner().invoke(cli, ["list", "--format", "json"])
+    assert "bm25-claude-rerank" in json.loads(listed.stdout)["retrievers"]
 
 
 def test_concurrent_requests_are_bounded_and_ordered(provider: type[FakeProvider]) -> None:
@@ -479,7 +539,8 @@ def test_rows_record_the_derived_answer_budget_and_each_run_constructs_once(tmp_
     assert later["config_hash"] != default["config_hash"], "a changed derived default must not reuse old results"
 
 
-# -- cost: a price given, the table's, 0 on a server of your own, otherwise unknown (never $0) --
+# -- cost: a price given, the table's, 0 on a server of your own (this machine, a private
+# network), otherwise unknown (never $0) --
 def test_the_price_decides_the_cost_and_a_model_without_one_costs_unknown(
     provider: type[FakeProvider], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -510,6 +571,56 @@ def test_the_price_decides_the_cost_and_a_model_without_one_costs_unknown(
     assert capsys.readouterr().err.count("note: cost unknown: no price for openai:gpt-5.4-mini") == 1
     with pytest.raises(HarnessError, match=r"price: a price is not negative \(got \[-1, 2\]"):
         OpenAILLM("gpt-5.4-mini", price=[-1, 2])
+
+
+@pytest.mark.parametrize(
+    ("base_url", "own"),
+    [
+        ("http://localhost:8000/v1", True),
+        ("http://LOCALHOST./v1", True),
+        ("http://127.0.0.1:8080/v1", True),
+        ("http://127.1.2.3/v1", True),
+        ("http://[::1]:8000", True),
+        ("http://10.0.0.5:8000/v1", True),
+        ("http://172.16.4.2/v1", True),
+        ("http://192.168.1.2", True),
+        ("http://169.254.10.1/v1", True),
+        ("http://[fd12:3456::1]:8000/v1", True),
+        ("http://[fe80::1%25eth0]:8000/v1", True),
+        ("https://openrouter.ai/api/v1", False),
+        ("https://api.together.xyz/v1", False),
+        ("http://8.8.8.8/v1", False),
+        ("http://172.32.0.1/v1", False),
+        ("http://[2606:4700::1111]/v1", False),
+        ("http://gpu-box:8000/v1", False),  # a name: not resolved, so taken as remote
+        ("http://localhost.example.com/v1", False),
+    ],
+)
+def test_only_a_server_on_this_machine_or_a_private_network_costs_nothing(base_url: str, own: bool) -> None:
+    from harness_llm.providers import own_server
+
+    assert own_server(base_url) is own
+    unpriced = OpenAILLM("some-model", base_url=base_url)
+    assert unpriced.price() == ((0.0, 0.0) if own else None)
+    assert OpenAILLM("some-model", base_url=base_url, price=[0.5, 1.0]).price() == (0.5, 1.0)
+
+
+def test_a_model_served_from_a_remote_host_has_an_unknown_cost(
+    provider: type[FakeProvider], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fake server, addressed as a remote host through it as an HTTP proxy (the SDK sends
+    the request for llm.example.com to it): the same answers, but nobody's own server."""
+    url = provider.url  # type: ignore[attr-defined]
+    for variable in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", url)
+    remote = OpenAILLM("smollm2", base_url="http://llm.example.com/v1")
+    answer = remote.complete("remote", max_tokens=5)
+    assert provider.log[-1]["path"] == "http://llm.example.com/v1/chat/completions", "the request went the remote way"
+    assert answer.text == "0.75" and answer.cost_usd is None and remote.usage()["cost_usd"] is None
+    assert "note: cost unknown: no price for openai:smollm2" in capsys.readouterr().err
+    priced = OpenAILLM("smollm2", base_url="http://llm.example.com/v1", price=[1.0, 2.0])
+    assert priced.complete("remote, priced", max_tokens=5).cost_usd == (40 * 1.0 + 2 * 2.0) / 1e6
 
 
 def test_runs_record_the_cost_and_the_leaderboard_shows_an_unknown_one_as_unknown(

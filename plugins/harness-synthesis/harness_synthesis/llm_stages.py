@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import Field
 
 from harness import SKB, HarnessError
-from harness_llm.api import LLM, Message, get_llm, llm_class, options_of, split_spec
+from harness_llm.api import LLM, Message, check_llm, get_llm, llm_class, options_of, split_spec
 from harness_llm.options import LLMSpec, UsesLLM
 from harness_synthesis.stage import Draft, SynthesisStage
 
@@ -63,6 +63,8 @@ class LLMStage(SynthesisStage):
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
         self._llm: LLM | None = None
+        # a missing API key fails here, before the SKB loads, not at the first call
+        check_llm(self.options.llm, self.options.llm_params, f"synthesis stage {self.name!r}")
 
     def llm(self, spec: str | None = None) -> LLM:
         """The stage's LLM, or another (``spec``) with the same provider parameters, those its
