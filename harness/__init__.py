@@ -49,6 +49,7 @@ _EXPORTS: dict[str, str] = {
     "load_stark_layout": "harness.queries",
     "write_stark_csv": "harness.queries",
     "Dataset": "harness.dataset",
+    "DirectoryDataset": "harness.dataset",
     "load_dataset": "harness.run.resolve",
     # retrieval
     "Retriever": "harness.retriever",
@@ -65,6 +66,7 @@ _EXPORTS: dict[str, str] = {
     "stable_hash": "harness.io",
     "atomic_write": "harness.io",
     "atomic_dir": "harness.io",
+    "replace_dir": "harness.io",
     "write_json": "harness.io",
     "exclusive": "harness.io",
     "file_digest": "harness.caches",
@@ -80,6 +82,12 @@ _EXPORTS: dict[str, str] = {
     "Retryable": "harness.retry",
     "classify_failure": "harness.retry",
     "describe_failure": "harness.retry",
+    # the Hugging Face hub: models by hub id, dataset files (huggingface_hub imported on use)
+    "HubSnapshot": "harness.hub",
+    "hub_file": "harness.hub",
+    "hub_snapshot": "harness.hub",
+    "hub_unreachable": "harness.hub",
+    "parse_hub_id": "harness.hub",
 }
 _RENAMED = {"classify_failure": "classify", "describe_failure": "describe"}
 
@@ -111,9 +119,10 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at runtime the names load on fi
         verified_entry,
         write_manifest,
     )
-    from harness.dataset import Dataset
+    from harness.dataset import Dataset, DirectoryDataset
     from harness.errors import HarnessError
-    from harness.io import atomic_dir, atomic_write, cache_root, exclusive, stable_hash, write_json
+    from harness.hub import HubSnapshot, hub_file, hub_snapshot, hub_unreachable, parse_hub_id
+    from harness.io import atomic_dir, atomic_write, cache_root, exclusive, replace_dir, stable_hash, write_json
     from harness.metrics import Metric
     from harness.options import DocumentOptions, Options, parse_options
     from harness.plugins import lookup

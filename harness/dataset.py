@@ -83,3 +83,41 @@ class Dataset(ABC):
             **self.load_skb().counts(),
             "queries": self.load_queries().counts(),
         }
+
+
+class DirectoryDataset(Dataset):
+    """A dataset kept in a directory: the SKB in the harness format under ``root/skb/`` (what
+    :meth:`harness.SKB.save` writes) and its queries in STaRK's layout under ``root/qa/``.
+    Subclasses declare ``Options`` and say where the directory is (``root``)."""
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self._skb: SKB | None = None
+        self._queries: QuerySet | None = None
+
+    @property
+    @abstractmethod
+    def root(self) -> Path:
+        """The directory holding ``skb/`` and ``qa/``; raise a HarnessError saying how to give it."""
+
+    @property
+    def queries_name(self) -> str:
+        """The name the query set carries."""
+        return self.name
+
+    def load_skb(self) -> SKB:
+        from harness.skb import SKB
+
+        if self._skb is None:
+            self._skb = SKB.load(self.root / "skb")
+        return self._skb
+
+    def load_queries(self) -> QuerySet:
+        from harness.queries import load_stark_layout
+
+        if self._queries is None:
+            self._queries = load_stark_layout(self.root / "qa", name=self.queries_name)
+        return self._queries
+
+    def known_splits(self) -> list[str]:
+        return self.layout_splits(self.root / "qa")  # file names only: `--split` checked before loading

@@ -159,6 +159,14 @@ class Retriever(ABC):
         """Resources spent so far (tokens, cost in USD, API calls); recorded in the row."""
         return {}
 
+    def provenance(self) -> dict[str, Any]:
+        """What building resolved that the parameters do not say (JSON types): the commit a hub
+        id's branch pointed to, the digest of a file downloaded by URL. The runner asks after
+        ``build`` and records it in the row beside the parameters, outside the configuration
+        hash; it refuses to resume a run whose provenance changed (a branch moved), since the
+        queries answered before would come from another model."""
+        return {}
+
     def uses(self) -> list[str]:
         """Names of other retrievers this one builds through ``context.retriever(name)``;
         their configurations become part of this run's configuration."""

@@ -1,8 +1,13 @@
-"""TREC run and qrels files, as trec_eval and ranx read them.
+"""TREC run and qrels files, as trec_eval and ranx read them, and runs from other tools.
 
 Run lines: ``qid Q0 docid rank score tag``. Qrels lines: ``qid 0 docid relevance``; either
 file may be gzip-compressed (``.gz``). Like trec_eval, a run is ordered by score (descending),
 ties by docid (descending), unless the rank column is asked for. Relevance > 0 counts as relevant.
+
+:func:`read_any_run` also reads MS MARCO runs (``qid<TAB>docid<TAB>rank``: ordered by the rank
+column, which is the only order such a file states) and ranx JSON runs (``{qid: {docid:
+score}}``: ordered by score as a TREC run is, because ranx itself leaves tied documents in
+whatever order its unstable sort gives).
 
 trec_eval ignores the rank column and keeps scores as C ``float`` (32 bits), so a run file
 whose scores tie — or differ only beyond float32 precision, or were rounded into ties — is read
@@ -15,6 +20,7 @@ every reader, and no score moves by more than a few float32 units in the last pl
 from __future__ import annotations
 
 import gzip
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -110,6 +116,101 @@ def read_run(path: str | Path, order: Literal["score", "rank", "checked"] = "sco
     return by_score
 
 
+RunFormat = Literal["trec", "msmarco", "ranx"]
+RUN_FORMATS: tuple[RunFormat, ...] = ("trec", "msmarco", "ranx")
+
+
+def read_any_run(path: str | Path, run_format: RunFormat | None = None) -> dict[str, list[str]]:
+    """Query id → document ids, best first, from a TREC, MS MARCO or ranx JSON run
+    (``run_format``, or told from the file: see :func:`run_format_of`)."""
+    run_format = run_format or run_format_of(path)
+    if run_format == "msmarco":
+        return read_msmarco_run(path)
+    if run_format == "ranx":
+        return read_ranx_run(path)
+    return read_run(path)
+
+
+def run_format_of(path: str | Path) -> RunFormat:
+    """By the name: ``.json`` → ``ranx``, ``.trec`` → ``trec`` (also gzip'd); otherwise ``ranx``
+    for a file starting with ``{``, else by the columns of its first line: 6 → ``trec``, 3 →
+    ``msmarco``."""
+    name = str(path).removesuffix(".gz")
+    if name.endswith(".json"):
+        return "ranx"
+    if name.endswith(".trec"):
+        return "trec"
+    for number, line in _raw_lines(path):
+        if line.lstrip().startswith("{"):
+            return "ranx"
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) in (6, 3):
+            return "trec" if len(parts) == 6 else "msmarco"
+        raise HarnessError(
+            f"{path}:{number}: {len(parts)} columns: not a TREC run (qid Q0 docid rank score tag), an MS MARCO "
+            "run (qid docid rank) or a ranx JSON run; give --run-format if it is one of them"
+        )
+    return "trec"  # an empty file: every format reads it as a run without results
+
+
+def read_msmarco_run(path: str | Path) -> dict[str, list[str]]:
+    """An MS MARCO run, ``qid docid rank`` (tab- or space-separated), ordered by rank. Ranks are
+    positive integers, each at most once per query; a document at most once per query."""
+    entries: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    ranks: set[tuple[str, int]] = set()
+    docs: set[tuple[str, str]] = set()
+    for number, parts in _lines(path):
+        if len(parts) != 3:
+            raise HarnessError(
+                f"{path}:{number}: an MS MARCO run line has 3 columns (qid docid rank), got {len(parts)}"
+            )
+        qid, doc, text = parts
+        try:
+            rank = int(text)
+        except ValueError:
+            rank = 0
+        if rank < 1:
+            raise HarnessError(f"{path}:{number}: rank {text!r} is not a positive integer")
+        if (qid, rank) in ranks:
+            raise HarnessError(f"{path}:{number}: rank {rank} is given twice for query {qid}")
+        if (qid, doc) in docs:
+            raise HarnessError(f"{path}:{number}: document {doc} is listed twice for query {qid}")
+        ranks.add((qid, rank))
+        docs.add((qid, doc))
+        entries[qid].append((rank, doc))
+    return {qid: [doc for _, doc in sorted(found)] for qid, found in entries.items()}
+
+
+def read_ranx_run(path: str | Path) -> dict[str, list[str]]:
+    """A ranx JSON run, ``{qid: {docid: score}}``, ordered as :func:`read_run` orders a TREC
+    run: score as a float32 descending, ties by docid descending (what pytrec_eval makes of
+    the same dictionary)."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as handle:
+            data = json.load(handle)
+    except json.JSONDecodeError as exc:
+        raise HarnessError(f"{path}:{exc.lineno}:{exc.colno}: not a ranx JSON run: {exc.msg}") from None
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise HarnessError(f"cannot read {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise HarnessError(f"{path}: a ranx JSON run is an object {{qid: {{docid: score}}}}, got {type(data).__name__}")
+    run: dict[str, list[str]] = {}
+    for qid, docs in data.items():
+        if not isinstance(docs, dict):
+            raise HarnessError(f"{path}: query {qid!r}: expected an object {{docid: score}}, got {type(docs).__name__}")
+        scored = []
+        for doc, score in docs.items():
+            # bool is an int to Python, never a score; NaN and infinities order nothing
+            if isinstance(score, bool) or not isinstance(score, int | float) or not np.isfinite(score):
+                raise HarnessError(f"{path}: query {qid!r}, document {doc!r}: score {score!r} is not a finite number")
+            scored.append((float(np.float32(score)), doc))
+        run[qid] = [doc for _, doc in sorted(scored, reverse=True)]
+    return run
+
+
 def read_qrels(path: str | Path) -> dict[str, set[str]]:
     """Query id → relevant document ids (relevance > 0, as trec_eval's default level)."""
     return {qid: {doc for doc, grade in docs.items() if grade > 0} for qid, docs in read_grades(path).items()}
@@ -129,12 +230,18 @@ def read_grades(path: str | Path) -> dict[str, dict[str, float]]:
 
 
 def _lines(path: str | Path) -> Iterable[tuple[int, list[str]]]:
+    for number, line in _raw_lines(path):
+        parts = line.split()
+        if parts:
+            yield number, parts
+
+
+def _raw_lines(path: str | Path) -> Iterable[tuple[int, str]]:
     opener = gzip.open if str(path).endswith(".gz") else open
     try:
         with opener(path, "rt", encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                parts = line.split()
-                if parts:
-                    yield number, parts
+            yield from enumerate(handle, start=1)
     except (OSError, EOFError) as exc:
         raise HarnessError(f"cannot read {path}: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise HarnessError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None

@@ -91,7 +91,7 @@ def test_a_run_writes_row_runs_and_trec(manager: PluginManager, tmp_path: Path) 
     # every parameter is recorded with the value that ran, defaults included
     assert row.retriever.params == {"with_relations": False, "min_overlap": 1}
     config = json.loads((outcome.run_dir / "config.json").read_text())
-    assert config["retriever"] == row.retriever.model_dump()
+    assert config["retriever"] == row.retriever.configuration()
     saved = read_rows(tmp_path / "lb")
     assert [r.config_hash for r in saved] == [row.config_hash]
     merged = json.loads((tmp_path / "lb" / "leaderboard.json").read_text())
@@ -428,3 +428,118 @@ def test_a_condition_applies_only_to_its_own_depth_and_sample(manager: PluginMan
     assert resolve(registry, manager).condition is not None
     assert resolve(registry, manager, k=2).condition is None
     assert resolve(registry, manager, sample_fraction=0.5).condition is None
+
+
+class Pinned(FlakyRetriever):
+    """Reports, after its build, the commit its model resolved to (as a retriever of a hub id does)."""
+
+    name = "pinned"
+    commit: ClassVar[str] = "1" * 40
+    built: ClassVar[int] = 0
+
+    def build(self, skb: SKB, context: BuildContext) -> None:
+        super().build(skb, context)
+        self.resolved = Pinned.commit  # what the branch points to at build time
+        Pinned.built += 1
+
+    def provenance(self) -> dict[str, object]:
+        return {"model_repo": "org/model", "model_revision": self.resolved}
+
+
+@pytest.fixture
+def pinned(manager: PluginManager) -> PluginManager:
+    class Plugin:
+        @hookimpl
+        def register_retrievers(self, register):  # type: ignore[no-untyped-def]
+            register(Pinned)
+
+    manager.register(Plugin(), "pinned-plugin")
+    Pinned.commit, Pinned.built = "1" * 40, 0
+    return manager
+
+
+def test_provenance_is_recorded_after_the_build_outside_the_configuration(
+    pinned: PluginManager, tmp_path: Path
+) -> None:
+    first = _run(pinned, tmp_path, retriever="pinned")
+    assert first.row.retriever.provenance == {"model_repo": "org/model", "model_revision": "1" * 40}
+    config = json.loads((first.run_dir / "config.json").read_text())
+    assert "provenance" not in config["retriever"]  # known only once built: never hashed
+    build = json.loads((first.run_dir / "build.json").read_text())
+    assert build["provenance"] == {"pinned": {"model_repo": "org/model", "model_revision": "1" * 40}}
+    # the row as written and read back keeps it; a reranker's first stage reports its own
+    assert read_rows(tmp_path / "lb")[0].retriever.provenance == first.row.retriever.provenance
+    text = TINY_REGISTRY + "  reverse: {plugin: reverse, first_stage: pinned, candidates: 3}\n"
+    spec = resolve(parse_registry(text, "r.yaml"), pinned, retriever="reverse", k=2)
+    composed = Runner(pinned, output_dir=tmp_path / "runs", leaderboard_dir=None, device="cpu").run(spec)
+    assert composed.row.retriever.provenance == {}
+    assert composed.row.uses[0].provenance == first.row.retriever.provenance
+    # another commit of the same parameters is the same configuration, told apart by provenance
+    Pinned.commit = "2" * 40
+    moved = Runner(pinned, output_dir=tmp_path / "other", leaderboard_dir=None, device="cpu").run(
+        resolve(parse_registry(TINY_REGISTRY, "r.yaml"), pinned, retriever="pinned")
+    )
+    assert moved.row.config_hash == first.row.config_hash
+    assert moved.row.retriever.provenance["model_revision"] == "2" * 40
+
+
+def test_a_resumed_run_whose_model_moved_is_refused(pinned: PluginManager, tmp_path: Path) -> None:
+    FlakyRetriever.fail_after = 2
+    with pytest.raises(HarnessError, match="simulated crash"):
+        _run(pinned, tmp_path, retriever="pinned")
+    run_dir = next((tmp_path / "runs").iterdir())
+    FlakyRetriever.fail_after = None
+    Pinned.commit = "2" * 40  # the branch moved between the sessions
+    with pytest.raises(HarnessError) as refused:
+        _run(pinned, tmp_path, retriever="pinned")
+    message = str(refused.value)
+    assert message.startswith(f"run {run_dir}: the model changed since this run began (pinned: model_revision ")
+    assert f"{'1' * 40} → {'2' * 40}" in message and "2 answered queries" in message and "--fresh" in message
+    assert len((run_dir / "results.jsonl").read_text().splitlines()) == 2  # nothing lost, nothing mixed
+    Pinned.commit = "1" * 40  # back where it was: the run goes on
+    resumed = _run(pinned, tmp_path, retriever="pinned")
+    assert resumed.resumed_queries == 2 and resumed.row.retriever.provenance["model_revision"] == "1" * 40
+    Pinned.commit = "2" * 40
+    registry = parse_registry(TINY_REGISTRY, "r.yaml")
+    runner = Runner(pinned, output_dir=tmp_path / "runs", leaderboard_dir=None, device="cpu", fresh=True)
+    fresh = runner.run(resolve(registry, pinned, retriever="pinned"))
+    assert fresh.run_dir == run_dir and fresh.resumed_queries == 0
+    assert fresh.row.retriever.provenance["model_revision"] == "2" * 40
+    # every query answered: nothing is built, and the row says what the answers came from
+    Pinned.commit, built = "3" * 40, Pinned.built
+    done = _run(pinned, tmp_path, retriever="pinned")
+    assert Pinned.built == built and done.row.retriever.provenance["model_revision"] == "2" * 40
+
+
+def test_a_run_directory_of_an_older_harness_resumes_and_records_provenance(
+    pinned: PluginManager, tmp_path: Path
+) -> None:
+    FlakyRetriever.fail_after = 2
+    with pytest.raises(HarnessError, match="simulated crash"):
+        _run(pinned, tmp_path, retriever="pinned")
+    run_dir = next((tmp_path / "runs").iterdir())
+    (run_dir / "build.json").write_text('{"seconds": 1.5}')  # written before provenance was recorded
+    FlakyRetriever.fail_after = None
+    resumed = _run(pinned, tmp_path, retriever="pinned")
+    assert resumed.resumed_queries == 2 and resumed.row.index_build_seconds == 1.5
+    assert json.loads((run_dir / "build.json").read_text())["provenance"]["pinned"]["model_revision"] == "1" * 40
+
+
+def test_rows_name_the_query_set_and_the_skb(manager: PluginManager, tmp_path: Path) -> None:
+    from helpers import TinyDataset, tiny_skb
+
+    whole = _run(manager, tmp_path)
+    queries = TinyDataset().load_queries().split("test")
+    assert whole.row.queries_digest == harness.stable_hash([[q.id, q.text, list(q.answer_ids)] for q in queries])
+    assert whole.row.dataset_fingerprint == tiny_skb().fingerprint
+    assert whole.row.dataset.version == TinyDataset.version
+    sampled = _run(manager, tmp_path, sample_fraction=0.5)
+    assert sampled.row.queries_digest == whole.row.queries_digest  # the split's, not the sample's
+    # another query set on the same SKB: another digest
+    edited = TINY_REGISTRY.replace(
+        "{plugin: tiny, splits: [test]}", '{plugin: tiny, params: {queries: [[1, "kettle", [0]]]}}'
+    )
+    spec = resolve(parse_registry(edited, "r.yaml"), manager)
+    other = Runner(manager, output_dir=tmp_path / "runs", leaderboard_dir=None, device="cpu").run(spec)
+    assert other.row.dataset_fingerprint == whole.row.dataset_fingerprint
+    assert other.row.queries_digest != whole.row.queries_digest

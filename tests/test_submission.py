@@ -144,11 +144,15 @@ def _rehashed_unknown_dataset(run: Path) -> None:
     )
 
 
-def _edited_answers(run: Path) -> None:
-    """The queries' answers edited in the submission's config: the hash no longer matches."""
+def _edited_answers(run: Path, claimed: bool = False) -> None:
+    """The queries' answers edited in the submission's config: the hash no longer matches. In a
+    row without a query-set digest (an older harness's), or ``claimed`` in the row's digest too."""
     _edit_json(run / "config.json", lambda c: c.update(queries="0" * 16))
     config = json.loads((run / "config.json").read_text())
-    _edit_json(run / "row.json", lambda row: row.update(config_hash=stable_hash(config)))
+    digest = {"queries_digest": "0" * 16} if claimed else {}
+    _edit_json(run / "row.json", lambda row: row.update(config_hash=stable_hash(config), **digest))
+    if not claimed:
+        _edit_json(run / "row.json", lambda row: row.pop("queries_digest"))
 
 
 TAMPERING = {
@@ -157,7 +161,12 @@ TAMPERING = {
     "rankings edited": (_swap_ranks, "does not match the rankings"),
     "config edited": (_change_params, "does not hash to the row's config_hash"),
     "evaluated queries differ": (_edited_answers, "queries evaluated differ"),
+    "another query set claimed": (lambda run: _edited_answers(run, claimed=True), "is not the one evaluated"),
     "dataset not available": (_rehashed_unknown_dataset, "is not available"),
+    "query set claimed otherwise": (
+        lambda run: _edit_json(run / "row.json", lambda row: row.update(queries_digest="0" * 16)),
+        "the row's queries differ from config.json",
+    ),
     "per-query file missing": (lambda run: (run / "per_query.jsonl").unlink(), "per-query results missing"),
     "row not JSON": (lambda run: (run / "row.json").write_text("{"), "not readable JSON"),
     "schema violated": (
@@ -581,3 +590,58 @@ def test_rows_of_a_leaderboard_validate_alone(runs: dict[str, Path], tmp_path: P
     shutil.copyfile(file, loose)
     with pytest.raises(HarnessError, match="a row alone cannot be checked"):
         collect(loose, tmp_path / "w3")
+
+
+def _without_new_fields(run: Path) -> None:
+    """The row as a harness before provenance and query-set digests wrote it."""
+
+    def strip(row: dict) -> None:
+        row.pop("queries_digest")
+        for info in [row["retriever"], row["dataset"], *row["uses"]]:
+            info.pop("provenance")
+
+    _edit_json(run / "row.json", strip)
+
+
+def test_rows_without_provenance_or_query_digest_stay_valid(runs: dict[str, Path], tmp_path: Path) -> None:
+    old = tmp_path / "old" / runs["overlap"].name
+    shutil.copytree(runs["overlap"], old)
+    _without_new_fields(old)
+    [result] = _validate(old, tmp_path)
+    assert result.ok, result.problems
+    assert result.row is not None and result.row.queries_digest is None and result.row.retriever.provenance == {}
+    board = tmp_path / "leaderboard"
+    merge([old], board)
+    merge([runs["overlap-strict"]], board)  # a new row beside an old one of the same data
+    assert all(r.ok for r in _validate(board, tmp_path / "again"))
+
+
+def test_rows_of_another_query_set_never_mix_with_a_dataset_and_split(
+    tiny_plugins: PluginManager, runs: dict[str, Path], tmp_path: Path
+) -> None:
+    # the same SKB and split name, another query set (a new version of the dataset's queries)
+    edited = REGISTRY.replace(
+        "{plugin: tiny, splits: [test]}", '{plugin: tiny, params: {queries: [[1, "kettle", [0]]]}}'
+    )
+    registry = parse_registry(edited % 1, "v2.yaml")
+    runner = Runner(tiny_plugins, output_dir=tmp_path / "v2", leaderboard_dir=None, device="cpu")
+    v2 = {name: runner.run(resolve(registry, tiny_plugins, name)) for name in ("overlap", "overlap-strict")}
+    old_row = json.loads((runs["overlap"] / "row.json").read_text())
+    assert v2["overlap"].row.dataset_fingerprint == old_row["dataset_fingerprint"]
+    assert v2["overlap"].row.queries_digest != old_row["queries_digest"]
+
+    board = tmp_path / "leaderboard"
+    merge([runs["overlap"], runs["overlap-strict"]], board)
+    before = _snapshot(board)
+    with pytest.raises(HarnessError, match="rows of different data under one dataset and split") as caught:
+        merge([v2["overlap-strict"].run_dir], board, supersede=True)  # one row of two: the other would mix
+    message = str(caught.value)
+    assert f"queries {old_row['queries_digest']} vs {v2['overlap'].row.queries_digest}" in message
+    assert "the leaderboard's overlap" in message and "replace every row of tiny/test" in message
+    assert _snapshot(board) == before
+    # validating them together says so too
+    results = validate(collect(runs["overlap"], tmp_path / "a") + collect(v2["overlap-strict"].run_dir, tmp_path / "b"))
+    assert results[0].ok and "on other data than" in results[1].problems[0]
+    # every row replaced at once: the new query set comes in whole
+    merge([v2["overlap"].run_dir, v2["overlap-strict"].run_dir], board, supersede=True)
+    assert {r.queries_digest for r in read_rows(board)} == {v2["overlap"].row.queries_digest}

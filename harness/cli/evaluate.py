@@ -1,4 +1,5 @@
-"""Scoring and comparing runs: ``evaluate`` (TREC files) and ``compare`` (run directories)."""
+"""Scoring and comparing runs: ``evaluate`` (run and qrels files) and ``compare`` (run
+directories, or run files with qrels)."""
 
 from __future__ import annotations
 
@@ -11,27 +12,29 @@ from harness.cli.common import echo_json, format_option, stdout, table
 from harness.errors import HarnessError
 from harness.plugins.hookspecs import hookimpl
 
+_RUN_FORMAT_HELP = (
+    "trec (qid Q0 docid rank score tag), msmarco (qid docid rank) or ranx (JSON {qid: {docid: score}}); "
+    "default: told from the file (.json → ranx, .trec → trec, else a leading '{' → ranx, or by the columns "
+    "of the first line)"
+)
 
-@click.command(name="evaluate")
-@click.option("--run", "run_file", required=True, type=click.Path(exists=True, dir_okay=False), help="TREC run file")
-@click.option("--qrels", required=True, type=click.Path(exists=True, dir_okay=False), help="TREC qrels file")
-@click.option("--metrics", "-m", default="hit@1,hit@5,recall@20,mrr,map@100,ndcg@10", show_default=True)
-@click.option("--per-query", is_flag=True, help="also print every query's values")
-@format_option()
-def evaluate_cmd(run_file: str, qrels: str, metrics: str, per_query: bool, fmt: str) -> None:
-    """Score a TREC run against TREC qrels with the harness's metric definitions.
 
-    The run is read as trec_eval reads it (by score, ties by document id descending); metrics
-    that share a name with a trec_eval measure have its definition. Every query in the qrels
-    is evaluated and a query missing from the run scores 0 (trec_eval -c).
-    """
-    from harness.metrics import evaluate, means, parse_metrics
+def run_format_option(func: Any) -> Any:
+    return click.option("--run-format", type=click.Choice(["trec", "msmarco", "ranx"]), help=_RUN_FORMAT_HELP)(func)
+
+
+def score_runs(run_files: list[str], qrels: str, metrics: str, run_format: str | None) -> tuple[list[str], list[Any]]:
+    """The qrels' query ids (sorted) and, for each run file, every metric's per-query values
+    over them. Every query in the qrels is evaluated; one missing from a run scores 0
+    (trec_eval -c). Also the run's counts of queries missing from it and without qrels."""
+    from harness.metrics import evaluate, parse_metrics
     from harness.plugins import get_plugin_manager
     from harness.run.scoring import hit_matrix
-    from harness.trec import read_grades, read_run
+    from harness.trec import read_any_run, read_grades
 
     metric_objs = parse_metrics(metrics, get_plugin_manager().components.by_kind["metric"])
-    rankings, grades = read_run(run_file), read_grades(qrels)
+    runs = [read_any_run(run_file, run_format) for run_file in run_files]  # type: ignore[arg-type]
+    grades = read_grades(qrels)
     graded = sorted({g for docs in grades.values() for g in docs.values() if g > 1})
     if graded and any(m.family == "ndcg" for m in metric_objs):
         # trec_eval's nDCG uses the grades as gains; the harness's relevance is binary
@@ -43,17 +46,51 @@ def evaluate_cmd(run_file: str, qrels: str, metrics: str, per_query: bool, fmt: 
     qids = sorted(judgements)
     if not qids:
         raise HarnessError(f"{qrels}: no judgements")
-    vocabulary: dict[str, int] = {}
+    scored = []
+    for rankings in runs:
+        vocabulary: dict[str, int] = {}
 
-    def encode(docs: Any) -> list[int]:
-        return [vocabulary.setdefault(d, len(vocabulary)) for d in docs]
+        def encode(docs: Any, vocabulary: dict[str, int] = vocabulary) -> list[int]:
+            return [vocabulary.setdefault(d, len(vocabulary)) for d in docs]
 
-    hits, n_relevant = hit_matrix([encode(rankings.get(q, [])) for q in qids], [encode(judgements[q]) for q in qids])
-    values = evaluate(metric_objs, hits, n_relevant)
+        hits, n_relevant = hit_matrix(
+            [encode(rankings.get(q, [])) for q in qids], [encode(judgements[q]) for q in qids]
+        )
+        missing = sum(1 for q in qids if q not in rankings)
+        extra = sum(1 for q in rankings if q not in judgements)
+        scored.append((evaluate(metric_objs, hits, n_relevant), missing, extra))
+    return qids, scored
+
+
+@click.command(name="evaluate")
+@click.option(
+    "--run",
+    "run_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="run file: TREC, MS MARCO or ranx JSON (see --run-format)",
+)
+@click.option("--qrels", required=True, type=click.Path(exists=True, dir_okay=False), help="TREC qrels file")
+@run_format_option
+@click.option("--metrics", "-m", default="hit@1,hit@5,recall@20,mrr,map@100,ndcg@10", show_default=True)
+@click.option("--per-query", is_flag=True, help="also print every query's values")
+@format_option()
+def evaluate_cmd(run_file: str, qrels: str, run_format: str | None, metrics: str, per_query: bool, fmt: str) -> None:
+    """Score a run (TREC, MS MARCO or ranx JSON) against TREC qrels with the harness's metric
+    definitions.
+
+    A TREC or ranx run is read as trec_eval reads it (by score, ties by document id
+    descending); an MS MARCO run by its rank column. Metrics that share a name with a
+    trec_eval measure have its definition. Every query in the qrels is evaluated and a query
+    missing from the run scores 0 (trec_eval -c).
+    """
+    from harness.metrics import means
+
+    qids, [(values, missing, extra)] = score_runs([run_file], qrels, metrics, run_format)
     summary: dict[str, Any] = {
         "queries": len(qids),
-        "queries_missing_from_run": sum(1 for q in qids if q not in rankings),
-        "run_queries_without_qrels": sum(1 for q in rankings if q not in judgements),
+        "queries_missing_from_run": missing,
+        "run_queries_without_qrels": extra,
         "metrics": means(values),
     }
     if per_query:
@@ -70,16 +107,36 @@ def evaluate_cmd(run_file: str, qrels: str, metrics: str, per_query: bool, fmt: 
 
 @click.command()
 @click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option(
+    "--qrels",
+    type=click.Path(exists=True, dir_okay=False),
+    help="TREC qrels: score every run from its run file (a run directory's run.trec) against them",
+)
+@run_format_option
 @click.option("--metric", "-m", default="mrr", show_default=True)
 @click.option("--resamples", type=int, default=10_000, show_default=True, help="randomization and bootstrap draws")
 @click.option("--seed", type=int, default=0, show_default=True)
 @format_option()
-def compare(runs: tuple[str, ...], metric: str, resamples: int, seed: int, fmt: str) -> None:
-    """Compare runs (directories with per_query.jsonl) against the first: difference, paired
-    randomization and t-test p-values, bootstrap 95% interval."""
+def compare(
+    runs: tuple[str, ...], qrels: str | None, run_format: str | None, metric: str, resamples: int, seed: int, fmt: str
+) -> None:
+    """Compare runs against the first: difference, paired randomization and t-test p-values,
+    bootstrap 95% interval.
+
+    RUNS are run directories (their per_query.jsonl), or, with --qrels, run files from any
+    tool (TREC, MS MARCO, ranx JSON) or run directories (their run.trec), whose per-query
+    values are computed from the run and the qrels as `harness evaluate` computes them."""
     from harness.analysis.compare import compare_runs
 
-    results = compare_runs(list(runs), metric, resamples, seed)
+    if qrels is None:
+        files = [run for run in runs if not Path(run).is_dir()]
+        if files:
+            raise HarnessError(
+                f"compare: {files[0]} is a run file, not a run directory; give --qrels FILE to score run files"
+            )
+        results = compare_runs(list(runs), metric, resamples, seed)
+    else:
+        results = _compare_files(list(runs), qrels, run_format, metric, resamples, seed)
     if fmt == "json":
         echo_json(results)
         return
@@ -101,6 +158,41 @@ def compare(runs: tuple[str, ...], metric: str, resamples: int, seed: int, fmt: 
     title = f"{metric} against {Path(runs[0]).name} ({results[0]['queries']} shared queries)"
     stdout.print(table(title, columns, cells, right=set(columns) - {"run"}))
     stdout.print("* p < 0.05, ** p < 0.01 (paired randomization test)")
+
+
+def _compare_files(
+    runs: list[str], qrels: str, run_format: str | None, metric: str, resamples: int, seed: int
+) -> list[dict[str, Any]]:
+    """What ``compare_runs`` gives for run directories, from run files and qrels."""
+    import numpy as np
+
+    from harness.analysis.compare import paired_test
+
+    if len(runs) < 2:
+        raise HarnessError("compare: give at least two runs")
+    files = []
+    for run in runs:
+        path = Path(run)
+        if path.is_dir():
+            path = path / "run.trec"
+            if not path.is_file():
+                raise HarnessError(f"compare: {run} is a directory without run.trec")
+        files.append(str(path))
+    if "," in metric:
+        raise HarnessError(f"compare: one metric at a time, got {metric!r}")
+    _, scored = score_runs(files, qrels, metric, run_format)
+    [name] = scored[0][0]  # the metric's canonical name ("MRR" → "mrr")
+    base = scored[0][0][name]
+    return [
+        {
+            "baseline": runs[0],
+            "run": run,
+            "metric": name,
+            "queries": len(base),
+            **paired_test(np.asarray(base), np.asarray(values[name]), resamples, seed),
+        }
+        for run, (values, _, _) in zip(runs[1:], scored[1:], strict=True)
+    ]
 
 
 @hookimpl

@@ -20,7 +20,7 @@ from harness.errors import HarnessError
 from harness.io import atomic_write, clean_stale, exclusive, leaderboard_lock, replace_dir, temp_prefix, write_json
 from harness.leaderboard.bundles import collect, run_files, sha256
 from harness.leaderboard.rows import LeaderboardRow, json_schema, read_rows, row_path, write_merged
-from harness.leaderboard.validate import Validation, summarize_failures, validate
+from harness.leaderboard.validate import Validation, data_conflicts, summarize_failures, validate
 
 
 @dataclass
@@ -57,7 +57,9 @@ def merge(
     """Validate the submissions in ``paths`` and add their rows to the leaderboard ``into``.
 
     A row whose configuration is already there replaces it; another configuration under the
-    same name (same dataset and split) is refused unless ``supersede``. All or nothing: the
+    same name (same dataset and split) is refused unless ``supersede``. Rows of one dataset and
+    split must have evaluated the same SKB and query set (:func:`data_conflicts`): a new version
+    of a dataset under the same name comes in by superseding every row of it at once. All or nothing: the
     new leaderboard is built beside the old one and swapped in at once, with a changelog entry.
     """
     into = Path(into)
@@ -133,6 +135,15 @@ def _plan(results: Sequence[Validation], existing: Sequence[LeaderboardRow], sup
     if conflicts:
         raise HarnessError(
             "merge refused: conflicting duplicates; the leaderboard is unchanged\n" + "\n".join(conflicts)
+        )
+    # the leaderboard as it would be: the rows that stay first, so that they are what differs
+    replaced = {a.old.config_hash for a in actions if a.old is not None}
+    after = [(f"the leaderboard's {r.retriever.name}", r) for r in existing if r.config_hash not in replaced]
+    mixed = data_conflicts(after + [(a.source, a.row) for a in actions])
+    if mixed:
+        raise HarnessError(
+            "merge refused: rows of different data under one dataset and split; the leaderboard is unchanged\n"
+            + "\n".join(f"  {source}: {problem}" for source, problem in mixed)
         )
     return actions
 

@@ -105,7 +105,12 @@ def _migrate_row(root: Path, file: Path, data: dict[str, Any], plugins: Any) -> 
     retriever = _resolved(plugins, "retriever", retriever, data["retriever"]["params"], changes)
     uses = [_resolved(plugins, "retriever", info, info["params"], changes) for info in uses]
     dataset = _resolved(plugins, "dataset", data["dataset"], data["dataset"]["params"], changes)
-    new_config = {"retriever": retriever, "uses": uses, "dataset": dataset}
+    # a component's provenance is known once it is built: the row keeps it, the configuration not
+    new_config = {
+        "retriever": _configuration(retriever),
+        "uses": [_configuration(info) for info in uses],
+        "dataset": _configuration(dataset),
+    }
     new_config |= {key: config[key] for key in _CONFIG_ORDER if key in config and key not in new_config}
     new_config |= {key: value for key, value in config.items() if key not in (*new_config, *_V1_CONFIG_ONLY)}
     fields = {key: value for key, value in data.items() if key != "first_stage"}
@@ -123,6 +128,10 @@ def _migrate_row(root: Path, file: Path, data: dict[str, Any], plugins: Any) -> 
     row = row.model_copy(update={"run_dir": run_dir.as_posix()})
     write_json(target, row.model_dump(mode="json"))
     return Migration(row, str(data["config_hash"]), changes)
+
+
+def _configuration(info: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in info.items() if key != "provenance"}
 
 
 def _resolved(plugins: Any, kind: str, info: dict[str, Any], recorded: dict[str, Any], changes: list[str]) -> Any:

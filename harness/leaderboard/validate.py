@@ -3,7 +3,13 @@
 Validation trusts nothing a submission says about itself: the row must match the JSON
 Schema; ``config.json`` must hash to the row's ``config_hash``; the per-query values must
 average to the row's metrics; and the metrics are recomputed from the TREC run against the
-gold answers of the dataset as installed here (its fingerprint must match the row's).
+gold answers of the dataset as installed here (its fingerprint, and the digest of the split's
+queries, must match the row's).
+
+Rows of one dataset and split compare only when they evaluated the same data: an SKB of
+another fingerprint, or a query set of another digest (another version of the dataset under
+the same name), is flagged (:func:`data_conflicts`), and ``harness leaderboard merge`` refuses
+to put such rows beside each other.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from harness.errors import HarnessError
 from harness.io import stable_hash
 from harness.leaderboard.bundles import RunEntry, run_files
 from harness.leaderboard.rows import LeaderboardRow, json_schema, schema_problem
+from harness.run.record import queries_digest
 
 TOLERANCE = 1e-9  # recomputed metrics are the same arithmetic on the same numbers
 
@@ -76,7 +83,8 @@ def validate(
     entries: Sequence[RunEntry], data_dir: str | None = None, schema: dict[str, Any] | None = None
 ) -> list[Validation]:
     """Check every entry; then refuse duplicates among them (same configuration twice, or
-    two configurations under one name for the same dataset and split)."""
+    two configurations under one name for the same dataset and split) and rows of one dataset
+    and split that evaluated different data."""
     from harness.leaderboard import require
 
     Draft202012Validator = require("jsonschema", "validating rows").Draft202012Validator
@@ -101,7 +109,39 @@ def validate(
                 f"conflict: {earlier.source} has another configuration of {row.retriever.name!r} on "
                 f"{row.dataset.name}/{row.split} ({earlier.row.config_hash} vs {row.config_hash})"
             )
+    checked = {r.source: r for r in results}
+    for source, problem in data_conflicts([(r.source, r.row) for r in results if r.row is not None]):
+        checked[source].problems.append(problem)
     return results
+
+
+def data_conflicts(rows: Sequence[tuple[str, LeaderboardRow]]) -> list[tuple[str, str]]:
+    """``(source, problem)`` for each row that evaluated other data than the first row of its
+    dataset and split: another SKB (``dataset_fingerprint``), or another query set
+    (``queries_digest``, compared where both rows record it; rows written before it was
+    recorded have none)."""
+    first: dict[tuple[str, str], tuple[str, LeaderboardRow]] = {}
+    found = []
+    for source, row in rows:
+        key = (row.dataset.name, row.split)
+        earlier_source, earlier = first.setdefault(key, (source, row))
+        if earlier is row:
+            continue
+        differ = []
+        if row.dataset_fingerprint != earlier.dataset_fingerprint:
+            differ.append(f"SKB {earlier.dataset_fingerprint} vs {row.dataset_fingerprint}")
+        if None not in (row.queries_digest, earlier.queries_digest) and row.queries_digest != earlier.queries_digest:
+            differ.append(f"queries {earlier.queries_digest} vs {row.queries_digest}")
+        if differ:
+            found.append(
+                (
+                    source,
+                    f"evaluated {row.dataset.name}/{row.split} on other data than {earlier_source} "
+                    f"({', '.join(differ)}): rows of different data are not comparable; register one under "
+                    f"another dataset name, or replace every row of {row.dataset.name}/{row.split}",
+                )
+            )
+    return found
 
 
 def _validate_entry(entry: RunEntry, checker: Any, datasets: _Datasets) -> Validation:
@@ -189,14 +229,16 @@ def _check_config(row: LeaderboardRow, config: dict[str, Any], result: Validatio
         result.problems.append(f"config.json does not hash to the row's config_hash {row.config_hash}")
         return
     claimed = {
-        "retriever": row.retriever.model_dump(),
-        "uses": [info.model_dump() for info in row.uses],
-        "dataset": row.dataset.model_dump(),
+        "retriever": row.retriever.configuration(),
+        "uses": [info.configuration() for info in row.uses],
+        "dataset": row.dataset.configuration(),
         "skb": row.dataset_fingerprint,
         "split": row.split,
         "k": row.k,
         "sample": row.sample,
     }
+    if row.queries_digest is not None and not row.sample:
+        claimed["queries"] = row.queries_digest  # the whole split was evaluated: the same digest
     differing = [key for key, value in claimed.items() if config.get(key) != value]
     if differing:
         result.problems.append(f"the row's {', '.join(differing)} differ from config.json")
@@ -274,6 +316,12 @@ def _recompute(
     except (HarnessError, KeyError) as exc:
         result.problems.append(f"split {row.split!r}: {exc}")
         return
+    if row.queries_digest is not None and queries_digest(split) != row.queries_digest:
+        result.problems.append(
+            f"the split {row.split!r} installed here (queries {queries_digest(split)}) is not the one evaluated "
+            f"({row.queries_digest})"
+        )
+        return
     by_id = {q.id: q for q in split}
     qids = [r["qid"] for r in records]
     unknown = [q for q in qids if q not in by_id]
@@ -286,7 +334,7 @@ def _recompute(
         result.problems.append(f"per_query.jsonl does not cover {what} ({len(qids)} vs {len(expected_ids)} queries)")
         return
     queries = [by_id[q] for q in qids]
-    if stable_hash([[q.id, q.text, list(q.answer_ids)] for q in queries]) != config.get("queries"):
+    if queries_digest(queries) != config.get("queries"):
         result.problems.append("the queries evaluated differ from the dataset's (text or answers)")
         return
     try:

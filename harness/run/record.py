@@ -3,20 +3,27 @@
 
 Schema 2: a reranker is a composite like any other (its first stage is a parameter and the
 first entry of ``uses``); every component records the parameters that ran, defaults resolved.
+Added within schema 2, optional so that earlier rows stay valid: a component's ``provenance``
+(what building it resolved, such as a hub id's commit; not hashed) and the row's
+``queries_digest`` (the split's queries, so that rows of different query sets never mix).
 """
 
 from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 import harness
+
+if TYPE_CHECKING:
+    from harness.queries import Query
 
 SCHEMA_VERSION = 2
 
@@ -28,6 +35,11 @@ class ComponentInfo(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
     version: str = Field(description="component version")
     package: str | None = Field(None, description="distribution that provided it")
+    provenance: dict[str, Any] = Field(
+        default_factory=dict,
+        description="what building it resolved that the parameters do not say (a hub id's repository and commit); "
+        "not part of the configuration hash",
+    )
     #: the parameters the component is built with, when they differ from the recorded ones
     #: (URL credentials, which are recorded as ***); never serialised
     _runtime_params: dict[str, Any] | None = PrivateAttr(default=None)
@@ -35,6 +47,11 @@ class ComponentInfo(BaseModel):
     @property
     def runtime_params(self) -> dict[str, Any]:
         return self._runtime_params if self._runtime_params is not None else self.params
+
+    def configuration(self) -> dict[str, Any]:
+        """What ``config.json`` records of the component and the configuration hash covers: all
+        but the provenance, which is known only once it is built."""
+        return self.model_dump(exclude={"provenance"})
 
 
 class Latency(BaseModel):
@@ -71,8 +88,13 @@ class LeaderboardRow(BaseModel):
         default_factory=list, description="retrievers it builds on (a reranker's first stage first), recursively"
     )
     dataset: ComponentInfo
-    dataset_fingerprint: str
+    dataset_fingerprint: str = Field(description="digest of the SKB evaluated")
     split: str
+    queries_digest: str | None = Field(
+        None,
+        description="digest of the split's queries (ids, texts, answer ids; before any sample): rows of one dataset "
+        "and split are comparable only when it and dataset_fingerprint are equal",
+    )
     num_queries: int = Field(ge=0)
     queries_without_candidate_answers: int = Field(0, ge=0)
     sample: float | None = Field(None, description="fraction of the split evaluated (seeded)")
@@ -88,6 +110,11 @@ class LeaderboardRow(BaseModel):
     config_hash: str
     timestamp: datetime
     run_dir: str | None = Field(None, description="per-query results and TREC run, relative or absolute")
+
+
+def queries_digest(queries: Sequence[Query]) -> str:
+    """A stable digest of queries: their ids, texts and answer ids, in order."""
+    return harness.stable_hash([[q.id, q.text, list(q.answer_ids)] for q in queries])
 
 
 def hardware(device: str) -> Hardware:

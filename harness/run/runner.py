@@ -3,7 +3,7 @@
 A run lives in its own directory, named by the hash of its configuration::
 
     results.jsonl    one line per query as it completes (the resume log)
-    build.json       index build time
+    build.json       index build time, and what the build resolved (each retriever's provenance)
     usage.json       tokens, calls and cost so far (summed over resumed sessions)
     config.json      the configuration its name hashes
     per_query.jsonl  per-query metrics, written at the end
@@ -12,7 +12,9 @@ A run lives in its own directory, named by the hash of its configuration::
     row.json         the leaderboard row
 
 Re-running the same configuration resumes: queries already in ``results.jsonl`` are not
-searched again, and a line cut short by an interruption is discarded.
+searched again, and a line cut short by an interruption is discarded. A resumed run whose
+retrievers resolve to something else than when it began (``Retriever.provenance``: a hub
+branch that moved) is refused: its answers would come from two models.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from harness.run.checks import (
     read_usage,
     subtract_usage,
 )
-from harness.run.record import Latency, LeaderboardRow, hardware, versions
+from harness.run.record import ComponentInfo, Latency, LeaderboardRow, hardware, queries_digest, versions
 from harness.run.resolve import Component, RunSpec, resolve_device
 from harness.run.scoring import hit_matrix
 from harness.skb import SKB
@@ -210,6 +212,7 @@ class Runner:
         with self._phase(f"load {spec.dataset}"):
             dataset = self.dataset(spec.dataset_component)
             queries = dataset.load_queries().split(spec.split)
+            split_digest = queries_digest(queries)  # the split's, sampled or not: which rows compare
             if spec.sample:
                 queries = sample(queries, spec.sample, spec.seed)
             if not queries:
@@ -222,12 +225,12 @@ class Runner:
         uses = [component.info for component in spec.uses]
         dataset_info = spec.dataset_component.info
         config = {
-            "retriever": retriever_info.model_dump(),
-            "uses": [info.model_dump() for info in uses],
-            "dataset": dataset_info.model_dump(),
+            "retriever": retriever_info.configuration(),
+            "uses": [info.configuration() for info in uses],
+            "dataset": dataset_info.configuration(),
             "skb": skb.fingerprint,
             # the evaluated queries themselves: an edited query must never reuse old results
-            "queries": stable_hash([[q.id, q.text, list(q.answer_ids)] for q in queries]),
+            "queries": queries_digest(queries),
             "split": spec.split,
             "sample": spec.sample,
             "seed": spec.seed if spec.sample else None,
@@ -251,6 +254,7 @@ class Runner:
             self._active = (run_dir, {q.id for q in queries})
             build_path = run_dir / "build.json"
             build_seconds = read_build_seconds(build_path)
+            provenance = _read_provenance(build_path)
             # the row keeps what building the index cost; a resumed run's build (mostly a load
             # from the cache) is this invocation's phase, not that cost
             built_earlier = build_seconds > 0 and not self.fresh
@@ -267,9 +271,13 @@ class Runner:
                 try:
                     with self._phase(f"index {spec.retriever}: build or load"):
                         retriever_obj, phases["build"] = self._build_all(spec, skb, dataset)
+                    built = self._provenance(spec)
+                    if built_earlier and provenance is not None and built != provenance:
+                        raise HarnessError(_provenance_changed(run_dir, provenance, built, len(queries) - len(pending)))
                     if not built_earlier:
                         build_seconds = phases["build"]
-                        write_json(build_path, {"seconds": build_seconds})
+                    provenance = built
+                    write_json(build_path, {"seconds": build_seconds, "provenance": provenance})
                     began = time.perf_counter()
                     # the log holds what was read plus what this search appends (the lock is ours)
                     with self._phase(f"search {spec.retriever}", len(pending)) as task:
@@ -315,12 +323,14 @@ class Runner:
 
             latencies = np.asarray([r["latency_ms"] for r in ordered], dtype=np.float64)
             regime = spec.main.instance.regime
+            built_from = provenance or {}
             row = LeaderboardRow(
-                retriever=retriever_info,
-                uses=uses,
+                retriever=_with_provenance(retriever_info, built_from),
+                uses=[_with_provenance(info, built_from) for info in uses],
                 dataset=dataset_info,
                 dataset_fingerprint=skb.fingerprint,
                 split=spec.split,
+                queries_digest=split_digest,
                 num_queries=len(queries),
                 queries_without_candidate_answers=no_candidate_answer,
                 sample=spec.sample,
@@ -403,6 +413,25 @@ class Runner:
             for key, value in reported.items():
                 spent.setdefault(f"{prefix}{key}", value)
         return spent
+
+    @staticmethod
+    def _provenance(spec: RunSpec) -> dict[str, dict[str, Any]]:
+        """Each built retriever's ``provenance()`` by name (JSON, checked now: it goes into files)."""
+        found: dict[str, dict[str, Any]] = {}
+        for name, component in spec.retrievers.items():
+            try:
+                reported = component.instance.provenance()
+                json.dumps(reported, allow_nan=False)
+            except Exception as exc:
+                raise HarnessError(
+                    f"retriever {name!r}: provenance() failed ({type(exc).__name__}: {exc}); it must return a dict "
+                    "of JSON values"
+                ) from exc
+            if not isinstance(reported, dict):
+                raise HarnessError(f"retriever {name!r}: provenance() returned {type(reported).__name__}, not a dict")
+            if reported:
+                found[name] = reported
+        return found
 
     def _build(self, component: Component, skb: SKB, dataset: Dataset, context: BuildContext) -> None:
         retriever: Retriever = component.instance
@@ -499,6 +528,36 @@ class Runner:
                     for q, (relevant, other) in zip(queries, qrels, strict=True)
                 ],
             )
+
+
+def _read_provenance(path: Path) -> dict[str, dict[str, Any]] | None:
+    """The provenance ``build.json`` recorded, or None when it recorded none (no build yet, a
+    run directory of an older harness, a file cut short)."""
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8")).get("provenance")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return recorded if isinstance(recorded, dict) else None
+
+
+def _provenance_changed(
+    run_dir: Path, before: dict[str, dict[str, Any]], now: dict[str, dict[str, Any]], answered: int
+) -> str:
+    changes = []
+    for name in sorted(before.keys() | now.keys()):
+        old, new = before.get(name, {}), now.get(name, {})
+        keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+        changes += [f"{name}: {key} {old.get(key, '(none)')} → {new.get(key, '(none)')}" for key in keys]
+    return (
+        f"run {run_dir}: the model changed since this run began ({'; '.join(changes)}; a hub branch moved, or "
+        f"another copy is cached), and its {answered} answered queries came from the old one. Run again with "
+        "--fresh to start over with the model as it is now (pin a revision, org/name@COMMIT, to keep runs from moving)"
+    )
+
+
+def _with_provenance(info: ComponentInfo, provenance: dict[str, dict[str, Any]]) -> ComponentInfo:
+    found = provenance.get(info.name)
+    return info.model_copy(update={"provenance": found}) if found else info
 
 
 def _answered(path: Path, wanted: set[int]) -> int:

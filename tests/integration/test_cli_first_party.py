@@ -70,7 +70,7 @@ def test_list_and_plugins() -> None:
     code, out, _ = invoke("list")
     assert code == 0 and "conditions" in out
     code, out, _ = invoke("plugins", "--hook", "register_datasets")
-    assert [p["name"] for p in json.loads(out)] == ["debian", "stark"]
+    assert [p["name"] for p in json.loads(out)] == ["debian", "formats", "stark"]
 
 
 def test_describe_debian() -> None:

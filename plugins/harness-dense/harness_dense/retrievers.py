@@ -25,7 +25,8 @@ class EncoderOptions(harness.DocumentOptions):
 
     model: str = Field(
         DEFAULT_MODEL,
-        description="a local sentence-transformers directory or an installed model package; "
+        description="a local sentence-transformers directory, an installed model package, or a Hugging Face "
+        "hub id (org/name, org/name@revision; downloaded into the hub's cache, the commit recorded); "
         "with an API provider, the API's model name",
     )
     provider: Literal["local", "openai", "voyage"] = Field(
@@ -120,6 +121,12 @@ class _Encoded(harness.Retriever):
         """Tokens, requests, retries and cost of API embeddings (empty for local models)."""
         encoder = getattr(self, "encoder", None)
         return encoder.cost() if hasattr(encoder, "cost") else {}
+
+    def provenance(self) -> dict[str, Any]:
+        """For a model named by hub id, its repository and the commit that ran (``model_repo``,
+        ``model_revision``)."""
+        snapshot = getattr(getattr(self, "encoder", None), "snapshot", None)
+        return snapshot.provenance("model") if snapshot is not None else {}
 
     def _documents(self, skb: harness.SKB) -> list[str]:
         self.ids = skb.candidate_ids

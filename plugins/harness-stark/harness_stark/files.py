@@ -14,18 +14,18 @@ bars), and archives are unpacked into the harness cache — atomically, so an in
 download or unpack never leaves a half-written copy behind.
 
 Without network the hub is not retried for half a minute per file: one quick probe of its
-endpoint (``$HF_ENDPOINT``; none at all with ``HF_HUB_OFFLINE=1``) per process decides, files
-already in the hub's cache are used, and anything else is one error saying where to put them.
+endpoint (``$HF_ENDPOINT``; none at all with ``HF_HUB_OFFLINE=1``) per process decides
+(:func:`harness.hub_unreachable`), files already in the hub's cache are used, and anything
+else is one error saying where to put them (:func:`harness.hub_file`).
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import zipfile
 from pathlib import Path
 
-from harness import HarnessError, atomic_dir, cache_root, stable_hash
+from harness import HarnessError, atomic_dir, cache_root, hub_file, hub_unreachable, stable_hash
 
 REPO_ID = "snap-stanford/stark"
 ENV_VAR = "STARK_DATA_DIR"
@@ -36,10 +36,6 @@ SPLITS = ("train", "val", "test", "test-0.1")
 PROCESSED_FILES = ("node_info.pkl", "edge_index.pt", "edge_types.pt", "node_types.pt")
 #: The query sets of the release (``split/*.index``) and its human-written one.
 HUB_SPLITS = (*SPLITS, "human-generated")
-#: seconds the probe of the hub may take (a network that drops packets answers nothing)
-PROBE_TIMEOUT = 5.0
-#: the probe's verdict per endpoint, for this process: None when the hub answered, else why not
-_probes: dict[str, str | None] = {}
 LAYOUT = (
     "qa/<name>/stark_qa/stark_qa.csv, qa/<name>/stark_qa/stark_qa_human_generated_eval.csv, "
     "qa/<name>/split/{train,val,test}.index, skb/<name>/processed.zip"
@@ -57,70 +53,14 @@ def local_root(data_dir: str | os.PathLike[str] | None) -> Path | None:
     return root
 
 
-def hub_endpoint() -> str:
-    return (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
-
-
-def hub_unreachable() -> str | None:
-    """Why the hub cannot be reached now, or None when it can: ``HF_HUB_OFFLINE`` set, else one
-    quick probe of the endpoint per process (every STaRK split of ``--all`` reuses its verdict)."""
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE"):
-        return "HF_HUB_OFFLINE is set"
-    endpoint = hub_endpoint()
-    if endpoint not in _probes:
-        _probes[endpoint] = _probe(endpoint)
-    return _probes[endpoint]
-
-
-def _probe(endpoint: str) -> str | None:
-    import urllib.error
-    import urllib.request
-
-    try:
-        urllib.request.urlopen(urllib.request.Request(endpoint, method="HEAD"), timeout=PROBE_TIMEOUT).close()
-    except urllib.error.HTTPError:
-        return None  # it answered, if only with an error status: downloads decide file by file
-    except Exception as exc:  # no DNS, refused, timed out, a malformed endpoint: all mean "not now"
-        reason = getattr(exc, "reason", None) or exc
-        return f"{endpoint} cannot be reached ({reason})"
-    return None
-
-
-def _quiet_hub() -> None:
-    """The hub library's retry messages ("Retrying in 8s [Retry 5/5]") stay out of the console
-    unless ``--verbose``; its download progress bars are not log records and stay."""
-    if os.environ.get("HARNESS_VERBOSE") != "1":
-        logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
-
-
 def _download(filename: str, revision: str | None) -> Path:
     """One file of the official release, through the hub cache (resumable, atomic); from the
     cache alone when the hub cannot be reached."""
-    from huggingface_hub import hf_hub_download
-
-    unreachable = hub_unreachable()
-    _quiet_hub()
-    try:
-        return Path(
-            hf_hub_download(
-                REPO_ID,
-                filename,
-                repo_type="dataset",
-                revision=revision,
-                endpoint=os.environ.get("HF_ENDPOINT") or None,
-                local_files_only=unreachable is not None,
-            )
-        )
-    except Exception as exc:  # offline, no access, missing file: all end the same way for the user
-        raise _unavailable(filename, None if unreachable else exc, unreachable) from exc
-
-
-def cached(filename: str, revision: str | None) -> bool:
-    """Whether the hub's local cache holds ``filename`` (no network)."""
-    from huggingface_hub import try_to_load_from_cache
-
-    found = try_to_load_from_cache(REPO_ID, filename, revision=revision, repo_type="dataset")
-    return isinstance(found, str)
+    remedy = (
+        f"Download the official files elsewhere and put them under one directory in the release's layout "
+        f"({LAYOUT}), then pass --data-dir DIR or set {ENV_VAR}=DIR."
+    )
+    return hub_file(REPO_ID, filename, remedy=remedy, revision=revision, repo_type="dataset")
 
 
 def check_available(name: str, data_dir: str | None, variant: str | None, revision: str | None = None) -> None:
@@ -132,24 +72,10 @@ def check_available(name: str, data_dir: str | None, variant: str | None, revisi
         if missing_skb_files(name, data_dir, variant):
             raise _missing_skb(name, root)
         return
-    unreachable = hub_unreachable()
-    if unreachable is None:
+    if hub_unreachable() is None:
         return  # downloads happen when the run loads, with progress bars
     for filename in (f"qa/{name}/{QA_FILES[0]}", f"skb/{name}/processed.zip"):
-        if not cached(filename, revision):
-            raise _unavailable(filename, None, unreachable)
-
-
-def _unavailable(filename: str, exc: BaseException | None, unreachable: str | None = None) -> HarnessError:
-    if unreachable:
-        reason = f": {unreachable}, and the hub's local cache does not hold it"
-    else:
-        reason = f" ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})" if exc else ""
-    return HarnessError(
-        f"cannot get {filename} from the Hugging Face hub ({REPO_ID}, repo type dataset){reason}. "
-        f"Download the official files elsewhere and put them under one directory in the release's layout "
-        f"({LAYOUT}), then pass --data-dir DIR or set {ENV_VAR}=DIR."
-    )
+        _download(filename, revision)  # the hub's cache alone: no network, the error loading would give
 
 
 def _missing_skb(name: str, root: Path) -> HarnessError:

@@ -3,13 +3,11 @@ query sets in the official layout, local copies, downloads from a hub, and clear
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 import zipfile
 from collections.abc import Iterator
@@ -17,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, needs_stark_data, stark_data_dir
+from helpers import REPO, hub_server, needs_stark_data, stark_data_dir
 from stark_fixtures import random_prime, write_all, write_files
 
 import harness_stark
@@ -159,45 +157,6 @@ def test_bm25_runs_on_a_stark_skb(official_files: Path) -> None:
 # -- downloads ------------------------------------------------------------------------------
 
 
-class _FakeHub(http.server.SimpleHTTPRequestHandler):
-    """Answers the two requests hf_hub_download makes: HEAD and GET on /datasets/…/resolve/…"""
-
-    root: Path
-    commit = "0123456789abcdef0123456789abcdef01234567"
-
-    def _file(self) -> Path | None:
-        prefix = "/datasets/snap-stanford/stark/resolve/"
-        if not self.path.startswith(prefix):
-            return None
-        relative = self.path[len(prefix) :].split("/", 1)[1].split("?")[0]
-        path = self.root / relative
-        return path if path.is_file() else None
-
-    def _headers(self, path: Path | None) -> None:
-        if path is None:
-            self.send_response(404)
-            self.send_header("X-Error-Code", "EntryNotFound")
-            self.end_headers()
-            return
-        self.send_response(200)
-        self.send_header("X-Repo-Commit", self.commit)
-        self.send_header("ETag", f'"{path.stat().st_size:x}{path.stat().st_mtime_ns:x}"')
-        self.send_header("Content-Length", str(path.stat().st_size))
-        self.end_headers()
-
-    def do_HEAD(self) -> None:
-        self._headers(self._file())
-
-    def do_GET(self) -> None:
-        path = self._file()
-        self._headers(path)
-        if path is not None:
-            self.wfile.write(path.read_bytes())
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def fake_hub(official_files: Path, tmp_path: Path) -> Iterator[str]:
     repo = tmp_path / "repo"
@@ -206,12 +165,9 @@ def fake_hub(official_files: Path, tmp_path: Path) -> Iterator[str]:
     with zipfile.ZipFile(repo / "skb" / "prime" / "processed.zip", "w") as bundle:
         for file in (official_files / "skb" / "prime" / "processed").iterdir():
             bundle.write(file, f"processed/{file.name}")
-    handler = type("Hub", (_FakeHub,), {"root": repo})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    with hub_server({"dataset:snap-stanford/stark": {"main": (commit, repo), commit: (commit, repo)}}) as (url, _):
+        yield url
 
 
 def _python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
