@@ -200,7 +200,9 @@ def test_compare_on_run_files_and_qrels_equals_compare_on_run_directories(
     def compared(*args: str) -> list[dict]:
         code, out, err = invoke("compare", *args, "--format", "json")
         assert code == 0, err
-        return [{k: v for k, v in row.items() if k not in ("baseline", "run")} for row in json.loads(out)]
+        # run files also say how many queries of the qrels each run leaves unanswered
+        hidden = ("baseline", "run", "missing_a", "missing_b")
+        return [{k: v for k, v in row.items() if k not in hidden} for row in json.loads(out)]
 
     for metric in ("mrr", "hit@1", "ndcg@5"):
         expected = compared(*map(str, run_dirs), "-m", metric)
@@ -214,5 +216,19 @@ def test_compare_on_run_files_and_qrels_equals_compare_on_run_directories(
 
     code, _, err = invoke("compare", str(trec[0]), str(trec[1]))
     assert code == 2 and "run.trec is a run file, not a run directory; give --qrels FILE" in err
+    # a run that leaves queries of the qrels unanswered is said to, never silently scored 0
+    first = lines[0][0]
+    kept = [line for line in trec[0].read_text().splitlines() if line.split()[0] != first]
+    (tmp_path / "partial.trec").write_text("\n".join(kept) + "\n")
+    partial = [str(trec[0]), str(tmp_path / "partial.trec"), "--qrels", str(qrels)]
+    code, out, _ = invoke("compare", *partial, "--format", "json")
+    [row] = json.loads(out)
+    assert code == 0 and row["missing_b"] == row["missing_a"] + 1
+    code, out, err = invoke("compare", *partial)
+    assert code == 0 and f"partial.trec does not answer {row['missing_b']} of the 6" in " ".join(out.split()), err
+    # one that answers none of them (another split's run, other qrels) is refused
+    (tmp_path / "other.trec").write_text("nope Q0 1 1 1.0 x\n")
+    code, _, err = invoke("compare", str(trec[0]), str(tmp_path / "other.trec"), "--qrels", str(qrels))
+    assert code == 2 and "answers none of the" in err
     code, _, err = invoke("compare", str(trec[0]), str(trec[1]), "--qrels", str(qrels), "-m", "mrr,hit@1")
     assert code == 2 and "one metric at a time" in err

@@ -158,6 +158,12 @@ def compare(
     title = f"{metric} against {Path(runs[0]).name} ({results[0]['queries']} shared queries)"
     stdout.print(table(title, columns, cells, right=set(columns) - {"run"}))
     stdout.print("* p < 0.05, ** p < 0.01 (paired randomization test)")
+    missing = {runs[0]: results[0].get("missing_a", 0)} | {r["run"]: r.get("missing_b", 0) for r in results}
+    for run, count in missing.items():
+        if count:
+            stdout.print(
+                f"note: {run} does not answer {count} of the {results[0]['queries']} queries; they score 0 there"
+            )
 
 
 def _compare_files(
@@ -180,18 +186,24 @@ def _compare_files(
         files.append(str(path))
     if "," in metric:
         raise HarnessError(f"compare: one metric at a time, got {metric!r}")
-    _, scored = score_runs(files, qrels, metric, run_format)
+    qids, scored = score_runs(files, qrels, metric, run_format)
+    for run, (_, missing, _) in zip(runs, scored, strict=True):
+        if missing == len(qids):  # every value would be 0: another split's run, or other qrels
+            raise HarnessError(f"compare: {run} answers none of the {len(qids)} queries of {qrels}")
     [name] = scored[0][0]  # the metric's canonical name ("MRR" → "mrr")
-    base = scored[0][0][name]
+    base, base_missing = scored[0][0][name], scored[0][1]
     return [
         {
             "baseline": runs[0],
             "run": run,
             "metric": name,
             "queries": len(base),
+            # queries of the qrels a run does not answer score 0 there (trec_eval -c): said, not hidden
+            "missing_a": base_missing,
+            "missing_b": missing,
             **paired_test(np.asarray(base), np.asarray(values[name]), resamples, seed),
         }
-        for run, (values, _, _) in zip(runs[1:], scored[1:], strict=True)
+        for run, (values, missing, _) in zip(runs[1:], scored[1:], strict=True)
     ]
 
 

@@ -11,6 +11,7 @@ import csv
 import json
 import os
 import re
+import shutil
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -236,10 +237,11 @@ def write_dataset(
     built beside ``out`` and moved into place only when complete."""
     if out.exists() and not force:
         raise harness.HarnessError(f"{out} exists; choose another --out, or --force to replace it")
-    numeric = all(re.fullmatch(r"-?\d+", q.source_id) for q in queries.items)
-    # STaRK's layout numbers queries; ids that are not numbers keep their text in source_id
-    staging = out if not out.exists() else out.with_name(f".{out.name}.import-{os.getpid()}")
-    with harness.atomic_dir(staging) as tmp:
+    # STaRK's layout numbers queries; ids that are not numbers keep their text in source_id. Only
+    # ids written as a number is written ("7", not "007", "-0" or "٣") are kept as numbers:
+    # distinct such ids are distinct numbers
+    numeric = all(re.fullmatch(r"0|-?[1-9][0-9]*", q.source_id, flags=re.ASCII) for q in queries.items)
+    with output_dir(out, replace=out.exists()) as tmp:
         skb.save(tmp / "skb")
         qa = tmp / "qa"
         (qa / "stark_qa").mkdir(parents=True)
@@ -257,8 +259,28 @@ def write_dataset(
             (qa / "split" / f"{split}.index").write_text("\n".join(ids) + "\n", encoding="utf-8")
         (tmp / "node_ids.txt").write_text("".join(f"{node_id}\n" for node_id in node_ids), encoding="utf-8")
         harness.write_json(tmp / "import.json", provenance, durable=False)
-    if staging != out:  # --force: the old directory goes only once the new one is complete
-        harness.replace_dir(staging, out)
+
+
+@contextmanager
+def output_dir(target: Path, replace: bool) -> Iterator[Path]:
+    """A directory built beside ``target`` under a name of ours, moved to ``target`` only when
+    complete. ``replace``: ``target`` exists and is swapped out (--force). Otherwise a
+    ``target`` that appears meanwhile (another process) is an error: what we wrote is not
+    there, so reporting it would be false."""
+    target = target.resolve()  # "." has no name to build beside
+    staged = target.with_name(f".{target.name}.{os.getpid()}.staged")
+    with harness.atomic_dir(staged) as tmp:
+        yield tmp
+    if replace:
+        harness.replace_dir(staged, target)
+        return
+    try:
+        os.rename(staged, target)  # fails on a directory that is not empty: nothing is lost
+    except OSError as exc:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise harness.HarnessError(
+            f"{target} appeared while it was being written ({exc.strerror}); nothing was written to it"
+        ) from None
 
 
 @contextmanager

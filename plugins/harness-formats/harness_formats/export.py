@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ import click
 
 import harness
 from harness import SKB, HarnessError, Query, QuerySet
+from harness_formats.build import output_dir
 from harness_formats.hf import BATCH, Progress, qrels_rows, write_hf
 
 
@@ -38,6 +39,13 @@ from harness_formats.hf import BATCH, Progress, qrels_rows, write_hf
     is_flag=True,
     help="documents with their relation lines (what retrievers with with_relations read)",
 )
+@click.option(
+    "--ids",
+    type=click.Choice(["harness", "source"]),
+    default="harness",
+    show_default=True,
+    help="beir, trec: ids as harness numbers, or the user's own (source: a dataset `harness import` wrote)",
+)
 @click.option("--force", is_flag=True, help="replace --out if it exists and is not empty")
 @click.option("--data-dir", type=click.Path(file_okay=False), help="local copy of the dataset's files (data_dir)")
 @click.option("--registry", "registry_path", type=click.Path(dir_okay=False), help="registry file")
@@ -47,6 +55,7 @@ def export(
     to: str,
     out: str,
     with_relations: bool,
+    ids: str,
     force: bool,
     data_dir: str | None,
     registry_path: str | None,
@@ -62,21 +71,65 @@ def export(
         queries.split(split)  # an unknown split: the error names the known ones
     skb = loaded.load_skb()
     source = {"dataset": dataset, "params": loaded.params, "version": getattr(loaded, "version", None)}
+    reader = getattr(loaded, "node_ids", None)  # the local dataset's: what `harness import` read
+    node_ids = reader() if callable(reader) else None
+    if ids == "source" and to == "hf":
+        raise HarnessError("--ids source: for beir and trec; hf writes the user's ids in the nodes' source_id column")
+    names = _source_ids(dataset, skb, queries, chosen, node_ids) if ids == "source" else None
     with _progress() as progress, _atomic_output(target) as tmp:
         if to == "hf":
-            counts = write_hf(tmp, skb, queries, chosen, with_relations, source, progress)
+            counts = write_hf(tmp, skb, queries, chosen, with_relations, source, progress, node_ids)
         elif to == "beir":
-            counts = write_beir(tmp, skb, queries, chosen, with_relations, progress)
+            counts = write_beir(tmp, skb, queries, chosen, with_relations, progress, names)
         else:
-            counts = write_trec_qrels(tmp, skb, queries, chosen)
+            counts = write_trec_qrels(tmp, skb, queries, chosen, names)
     click.echo(json.dumps({"format": to, "out": str(target), **counts}))
 
 
 # -- BEIR and TREC ---------------------------------------------------------------------
 
 
+@dataclass
+class Names:
+    """What a node and a query are called in the output: ``--ids source``, the user's ids."""
+
+    nodes: list[str]
+    queries: dict[int, str]
+
+    def node(self, node: int) -> str:
+        return self.nodes[node]
+
+    def query(self, query: int) -> str:
+        return self.queries[query]
+
+
+def _source_ids(dataset: str, skb: SKB, queries: QuerySet, splits: list[str], node_ids: list[str] | None) -> Names:
+    if node_ids is None:
+        raise HarnessError(
+            f"--ids source: dataset {dataset!r} keeps no ids of its own (node_ids.txt); "
+            "it is for what `harness import` wrote (-d local)"
+        )
+    if len(node_ids) != skb.num_nodes:
+        raise HarnessError(f"node_ids.txt holds {len(node_ids):,} ids for {skb.num_nodes:,} nodes")
+    names = {q.id: str(q.metadata.get("source_id", q.id)) for s in splits for q in queries.split(s)}
+    # TREC files are split on white space: an id holding any would be read as two columns
+    for kind, values in (("node", node_ids), ("query", names.values())):
+        spaced = next((v for v in values if not v or any(c.isspace() for c in v)), None)
+        if spaced is not None:
+            raise HarnessError(
+                f"--ids source: {kind} id {spaced!r} is empty or holds white space, which TREC files cannot"
+            )
+    return Names(list(node_ids), names)
+
+
 def write_beir(
-    out: Path, skb: SKB, queries: QuerySet, splits: list[str], with_relations: bool, progress: Progress
+    out: Path,
+    skb: SKB,
+    queries: QuerySet,
+    splits: list[str],
+    with_relations: bool,
+    progress: Progress,
+    names: Names | None = None,
 ) -> dict[str, Any]:
     """BEIR's layout. The corpus is the candidate set, ``title`` empty: the document already
     begins with the node's type and name, and BEIR's models read ``title + " " + text``, so
@@ -86,14 +139,16 @@ def write_beir(
     splits. A split whose ids are also another split's (STaRK's human-generated queries reuse
     synthesized ones' ids) is written with BEIR's prefix convention instead:
     ``<split>-queries.jsonl`` and ``<split>-qrels/<split>.tsv``, read with
-    ``GenericDataLoader(DIR, prefix=SPLIT).load(split=SPLIT)``."""
+    ``GenericDataLoader(DIR, prefix=SPLIT).load(split=SPLIT)``. ``names``: ``--ids source``."""
+    node_name = names.node if names else lambda node: str(int(node))
+    query_name = names.query if names else str
     ids = skb.candidate_ids
     advance = progress(f"corpus of {skb.name}", len(ids))
     with _open(out / "corpus.jsonl") as corpus:
         for start in range(0, len(ids), BATCH):
             part = ids[start : start + BATCH]
             for node, text in zip(part, skb.documents(part, with_relations=with_relations), strict=True):
-                corpus.write(_jsonl({"_id": str(int(node)), "title": "", "text": text}))
+                corpus.write(_jsonl({"_id": node_name(int(node)), "title": "", "text": text}))
             advance(len(part))
     shared: dict[int, str] = {}  # query id → the first split holding it
     prefixed = []
@@ -106,16 +161,17 @@ def write_beir(
     with _open(out / "queries.jsonl") as handle:
         for split in splits:
             if split not in prefixed:
-                handle.writelines(_jsonl({"_id": str(q.id), "text": q.text}) for q in queries.split(split))
+                handle.writelines(_jsonl({"_id": query_name(q.id), "text": q.text}) for q in queries.split(split))
     for split in prefixed:
         with _open(out / f"{split}-queries.jsonl") as handle:
-            handle.writelines(_jsonl({"_id": str(q.id), "text": q.text}) for q in queries.split(split))
+            handle.writelines(_jsonl({"_id": query_name(q.id), "text": q.text}) for q in queries.split(split))
     for split in splits:
         folder = out / (f"{split}-qrels" if split in prefixed else "qrels")
         folder.mkdir(exist_ok=True)
         with _open(folder / f"{split}.tsv") as handle:
             handle.write("query-id\tcorpus-id\tscore\n")
-            handle.writelines(f"{q}\t{d}\t{s}\n" for q, d, s in qrels_rows(skb, queries.split(split)))
+            rows = qrels_rows(skb, queries.split(split))
+            handle.writelines(f"{query_name(q)}\t{node_name(d)}\t{s}\n" for q, d, s in rows)
     return {
         "corpus": len(ids),
         "queries": {s: len(queries.split(s)) for s in splits},
@@ -123,14 +179,19 @@ def write_beir(
     }
 
 
-def write_trec_qrels(out: Path, skb: SKB, queries: QuerySet, splits: list[str]) -> dict[str, Any]:
+def write_trec_qrels(
+    out: Path, skb: SKB, queries: QuerySet, splits: list[str], names: Names | None = None
+) -> dict[str, Any]:
     """``qrels.<split>.trec``: ``qid 0 docid 1`` for a candidate answer, ``0`` for an answer
     outside the candidates (so that ``trec_eval -c`` counts a query without a candidate answer,
     as the harness does); the qrels.trec a run directory holds, for every query of the split."""
     for split in splits:
         rows: list[Query] = queries.split(split)
         with _open(out / f"qrels.{split}.trec") as handle:
-            handle.writelines(f"{q} 0 {d} {s}\n" for q, d, s in qrels_rows(skb, rows))
+            if names is None:
+                handle.writelines(f"{q} 0 {d} {s}\n" for q, d, s in qrels_rows(skb, rows))
+            else:
+                handle.writelines(f"{names.query(q)} 0 {names.node(d)} {s}\n" for q, d, s in qrels_rows(skb, rows))
     return {"queries": {s: len(queries.split(s)) for s in splits}}
 
 
@@ -152,18 +213,11 @@ def _check_target(target: Path, force: bool) -> None:
         raise HarnessError(f"--out {target} exists and is not empty; give --force to replace it")
 
 
-@contextlib.contextmanager
-def _atomic_output(target: Path) -> Iterator[Path]:
+def _atomic_output(target: Path) -> Any:
     """A temporary directory beside ``target`` that becomes ``target`` only on success; an
-    existing ``target`` (empty, or replaced with --force) is swapped out only then."""
-    if not target.exists():
-        with harness.atomic_dir(target) as tmp:
-            yield tmp
-        return
-    staged = target.with_name(f".{target.name}.{os.getpid()}.export")
-    with harness.atomic_dir(staged) as tmp:
-        yield tmp
-    harness.replace_dir(staged, target)
+    existing ``target`` (empty, or replaced with --force) is swapped out only then, and one
+    that appears meanwhile is an error."""
+    return output_dir(target, replace=target.exists())
 
 
 @contextlib.contextmanager

@@ -31,7 +31,7 @@ class ForeignKey:
 class TableInfo:
     name: str
     columns: list[str]
-    text_columns: list[str]  # string-typed
+    text_columns: list[str]  # string-typed, or of no known type and holding only text
     primary_key: list[str]
     foreign_keys: list[ForeignKey] = field(default_factory=list)
 
@@ -106,10 +106,16 @@ class Database:
         from sqlalchemy import types
 
         columns = inspector.get_columns(name)
+        # a type that says nothing (SQLite's undeclared, JSON, a type SQLAlchemy does not know):
+        # the values decide
+        undecided = [
+            c["name"] for c in columns if isinstance(c["type"], types.NullType | types.JSON | types.PickleType)
+        ]
+        texts = set(self._only_text(name, undecided)) if undecided else set()
         info = TableInfo(
             name=name,
             columns=[c["name"] for c in columns],
-            text_columns=[c["name"] for c in columns if isinstance(c["type"], types.String)],
+            text_columns=[c["name"] for c in columns if isinstance(c["type"], types.String) or c["name"] in texts],
             primary_key=list(inspector.get_pk_constraint(name).get("constrained_columns") or []),
         )
         keys = []
@@ -129,6 +135,30 @@ class Database:
         keys.sort(key=lambda k: [position.get(c, len(position)) for c in k[1].columns])
         info.foreign_keys = [key for schema, key in keys if schema is None]
         return info
+
+    def _only_text(self, name: str, columns: Sequence[str]) -> list[str]:
+        """Those of ``columns`` whose every non-NULL value is text (one pass over the table)."""
+        from sqlalchemy import column, select, table
+
+        texts = set(columns)
+        with self.engine.connect() as connection:
+            statement = select(*(column(c) for c in columns)).select_from(table(name))
+            for row in connection.execution_options(stream_results=True, yield_per=4096).execute(statement):
+                for c, value in zip(columns, row, strict=True):
+                    if value is not None and not isinstance(value, str):
+                        texts.discard(c)
+                if not texts:
+                    break
+        return [c for c in columns if c in texts]
+
+    def left_out(self) -> dict[str, list[str]]:
+        """Per table, the columns no node reads: neither text nor a key."""
+        result = {}
+        for name, info in self.tables.items():
+            columns = [c for c in info.columns if c not in info.text_columns and c not in info.key_columns]
+            if columns:
+                result[name] = columns
+        return result
 
     def where(self, table: str, row: str, column: str) -> str:
         return f"{self.shown}, table {table!r}, row {row}, column {column!r}"

@@ -5,7 +5,8 @@ The layout (``harness export --to hf``; README.md, "Export")::
     harness.json              what the files cannot say: format, the SKB's types, relations,
                               candidate types, document settings, the splits' names
     README.md                 a dataset card whose ``configs`` let ``load_dataset(DIR, "nodes")`` work
-    parquet/nodes.parquet     every node: id, name, type, candidate, text (its document), fields (JSON)
+    parquet/nodes.parquet     every node: id, name, type, candidate, text (its document), fields (JSON),
+                              source_id (the user's id: only for an imported dataset, -d local)
     parquet/edges.parquet     every edge: src, dst, type (the relation's name), in the SKB's order
     parquet/queries/S.parquet one per split: id, text, answer_ids, split, metadata (JSON)
     parquet/qrels/S.parquet   one per split: query_id, corpus_id, score (1: a candidate answer,
@@ -99,12 +100,19 @@ def write_hf(
     with_relations: bool,
     source: dict[str, Any],
     progress: Progress,
+    node_ids: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Write the layout above into ``out`` (an empty directory). Returns its counts."""
+    """Write the layout above into ``out`` (an empty directory). Returns its counts.
+    ``node_ids``: the user's id of every node (an imported dataset's node_ids.txt), written
+    as the nodes' ``source_id`` column."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     schemas = _schemas()
+    if node_ids is not None:
+        if len(node_ids) != skb.num_nodes:
+            raise HarnessError(f"node_ids.txt holds {len(node_ids):,} ids for {skb.num_nodes:,} nodes")
+        schemas["nodes"] = schemas["nodes"].append(pa.field("source_id", pa.string()))
     parquet = out / "parquet"
     (parquet / "queries").mkdir(parents=True)
     (parquet / "qrels").mkdir()
@@ -124,6 +132,8 @@ def write_hf(
                 "text": list(skb.documents(ids, with_relations=with_relations)),
                 "fields": [json.dumps(dict(skb.fields[i]), ensure_ascii=False, default=str) for i in ids],
             }
+            if node_ids is not None:
+                columns["source_id"] = node_ids[ids.start : ids.stop]
             writer.write_table(pa.table(columns, schema=schemas["nodes"]))
             advance(len(ids))
 

@@ -140,6 +140,8 @@ def db(database: str, name_columns: tuple[str, ...], exclude: tuple[str, ...], *
     with progress_bars() as track:
         read = read_database(source, builder, names, track)
         provenance = {"command": "db", "database": source.shown, **read, "excluded": list(exclude)}
+        # not silently: the columns that are neither text nor keys (numbers, dates, blobs)
+        provenance["columns_left_out"] = source.left_out()
         provenance["name_columns"] = names
         _finish(builder, [], provenance, track, **common)
 
@@ -187,6 +189,8 @@ def _finish(
     }
     write_dataset(target, skb, builder.ids, queries, provenance, force)
     counts = summary(target, skb, queries)
+    if "columns_left_out" in provenance:
+        counts["columns_left_out"] = provenance["columns_left_out"]
     if fmt == "json":
         click.echo(json.dumps(counts, indent=2, ensure_ascii=False))
         return
@@ -198,3 +202,6 @@ def _finish(
         parts = ", ".join(f"{kind} {count:,}" for kind, count in counts[key].items()) or "none"
         click.echo(f"  {title} by {'split' if title == 'queries' else 'type'}: {parts}")
     click.echo(f"  candidates: {', '.join(counts['candidate_types'])}")
+    if "columns_left_out" in counts:
+        parts = "; ".join(f"{table}: {', '.join(columns)}" for table, columns in counts["columns_left_out"].items())
+        click.echo(f"  columns left out (not text): {parts or 'none'}")

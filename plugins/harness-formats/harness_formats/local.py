@@ -41,3 +41,11 @@ class LocalDataset(harness.DirectoryDataset):
     @property
     def queries_name(self) -> str:
         return self.root.resolve().name
+
+    def node_ids(self) -> list[str] | None:
+        """The user's id of every node, in node order (``node_ids.txt``, which `harness import`
+        writes); None for a directory without it."""
+        path = self.root / "node_ids.txt"
+        if not path.is_file():
+            return None
+        return path.read_text(encoding="utf-8").split("\n")[:-1]

@@ -8,6 +8,7 @@ by :func:`text`, so that the same table in any of the formats gives the same str
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import json
@@ -81,11 +82,23 @@ def open_table(path: str | Path) -> Table:
     return table
 
 
+def _dialect(delimiter: str) -> dict[str, Any]:
+    """CSV: RFC 4180 quoting, strictly (a stray quote is an error, not rows silently merged).
+    TSV: no quoting at all, as MS MARCO's and BEIR's files are written (their texts hold bare
+    quotes), so a cell cannot hold a tab or a line break."""
+    if delimiter == "\t":
+        return {"delimiter": delimiter, "quoting": csv.QUOTE_NONE}
+    return {"delimiter": delimiter, "strict": True}
+
+
 def _csv(path: Path, delimiter: str) -> Table:
+    dialect = _dialect(delimiter)
     try:
         with path.open(encoding="utf-8-sig", newline="") as handle:
-            header = next(csv.reader(handle, delimiter=delimiter), None)
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            header = next(csv.reader(handle, **dialect), None)
+    except UnicodeDecodeError:
+        raise harness.HarnessError(_not_utf8(path, dialect)) from None
+    except (OSError, csv.Error) as exc:
         raise harness.HarnessError(f"{path}, row 1: cannot read the header: {exc}") from None
     if not header:
         raise harness.HarnessError(f"{path}: empty file (no header row)")
@@ -95,7 +108,7 @@ def _csv(path: Path, delimiter: str) -> Table:
         number = 1
         try:
             with path.open("rb") as raw:
-                reader = csv.reader(io.TextIOWrapper(raw, encoding="utf-8-sig", newline=""), delimiter=delimiter)
+                reader = csv.reader(io.TextIOWrapper(raw, encoding="utf-8-sig", newline=""), **dialect)
                 next(reader)
                 for number, values in enumerate(reader, start=2):
                     if number % REPORT_EVERY == 0:
@@ -108,7 +121,10 @@ def _csv(path: Path, delimiter: str) -> Table:
                         )
                     yield number, dict(zip(header, values, strict=False))
                 progress(raw.tell())
-        except (UnicodeDecodeError, csv.Error) as exc:
+        except UnicodeDecodeError:
+            # decoding runs ahead of the rows read, so the row is found from the byte at fault
+            raise harness.HarnessError(_not_utf8(path, dialect)) from None
+        except csv.Error as exc:
             raise harness.HarnessError(f"{path}, row {number + 1}: {exc}") from None
 
     return Table(path, header, path.stat().st_size, "bytes", rows)
@@ -118,23 +134,24 @@ def _jsonl(path: Path) -> Table:
     # One pass collects the columns (keys in order of first appearance) and the records.
     records: list[tuple[int, dict[str, Any]]] = []
     columns: dict[str, None] = {}
-    try:
-        with path.open(encoding="utf-8-sig") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except ValueError as exc:
-                    raise harness.HarnessError(f"{path}, line {number}: not JSON: {exc}") from None
-                if not isinstance(record, dict):
-                    raise harness.HarnessError(
-                        f"{path}, line {number}: a JSON object was expected, got {type(record).__name__}"
-                    )
-                columns.update(dict.fromkeys(record))
-                records.append((number, record))
-    except UnicodeDecodeError as exc:
-        raise harness.HarnessError(f"{path}: not UTF-8 text: {exc}") from None
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:  # line by line, so that an error names the line
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                raise harness.HarnessError(f"{path}, line {number}: not UTF-8 text: {exc}") from None
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as exc:
+                raise harness.HarnessError(f"{path}, line {number}: not JSON: {exc}") from None
+            if not isinstance(record, dict):
+                raise harness.HarnessError(
+                    f"{path}, line {number}: a JSON object was expected, got {type(record).__name__}"
+                )
+            columns.update(dict.fromkeys(record))
+            records.append((number, record))
 
     def rows(progress: Progress) -> Iterator[tuple[int, dict[str, Any]]]:
         for done, record in enumerate(records, start=1):
@@ -144,6 +161,29 @@ def _jsonl(path: Path) -> Table:
         progress(len(records))
 
     return Table(path, list(columns), len(records), "rows", rows)
+
+
+def _not_utf8(path: Path, dialect: dict[str, Any]) -> str:
+    """The error for a text table that is not UTF-8, naming the row of the first bad byte."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    fed = 0
+    with path.open("rb") as raw:
+        while chunk := raw.read(1 << 20):
+            start = fed - len(decoder.getstate()[0])  # bytes held back from the last chunk
+            try:
+                decoder.decode(chunk)
+            except UnicodeDecodeError as exc:
+                offset, reason = start + exc.start, exc.reason
+                break
+            fed += len(chunk)
+        else:
+            return f"{path}: not UTF-8 text"
+        raw.seek(0)
+        before = raw.read(offset).decode("utf-8-sig")
+    # the rows before the bad byte, read as the reader reads them (the last one may be cut short)
+    rows = sum(1 for _ in csv.reader(io.StringIO(before, newline=""), **{**dialect, "strict": False}))
+    row = rows + 1 if not before or before.endswith(("\n", "\r")) else rows
+    return f"{path}, row {row}: not UTF-8 text: byte {offset} ({reason})"
 
 
 def _parquet(path: Path) -> Table:
@@ -185,7 +225,8 @@ def scalar(value: Any) -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return None if math.isnan(value) else repr(int(value)) if value.is_integer() else repr(value)
+        # as JSON writes it (1.0 stays "1.0"), the text a CSV file holding that number would have
+        return None if math.isnan(value) else repr(value)
     if isinstance(value, datetime | date | time):
         return value.isoformat()
     if isinstance(value, bytes):

@@ -628,3 +628,201 @@ def test_database_option_errors(tmp_path: Path) -> None:
         code, _, err = invoke("import", "db", *args, "--queries", queries, "--out", out)
         assert code == 2 and err.startswith(f"error: {message}"), err
     assert leftovers(tmp_path) == ["library.sqlite", "queries.csv"]
+
+
+# -- review fixes: quoting, numeric query ids, untyped columns, byte offsets, output races ----
+
+
+def _small_tables(directory: Path, node_text: list[str], fmt: str = "tsv") -> dict[str, Path]:
+    """Three books whose descriptions are ``node_text``, as ``fmt`` (tsv or csv) files."""
+    directory.mkdir(parents=True, exist_ok=True)
+    sep = "\t" if fmt == "tsv" else ","
+    lines = [sep.join(["id", "type", "name", "description"])]
+    lines += [sep.join([f"b{i}", "book", f"Book {i}", text]) for i, text in enumerate(node_text)]
+    paths = {"nodes": directory / f"nodes.{fmt}", "queries": directory / "queries.csv"}
+    paths["nodes"].write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_csv(paths["queries"], [{"id": "q1", "query": "book", "answer_ids": "b0", "split": "test"}])
+    return paths
+
+
+def test_tsv_cells_with_bare_quotes_are_kept_verbatim(tmp_path: Path) -> None:
+    texts = ['"quoted start with no end', '"Salt" Road', 'ends with a quote"', "plain"]
+    paths = _small_tables(tmp_path / "in", texts)
+    code, _, err = invoke(
+        "import", "tables", "--nodes", str(paths["nodes"]), "--queries", str(paths["queries"]),
+        "--out", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert code == 0, err
+    skb = harness.SKB.load(tmp_path / "out" / "skb")
+    assert skb.num_nodes == len(texts)
+    assert [dict(f)["description"] for f in skb.fields] == texts
+
+
+def test_a_csv_with_an_unterminated_quote_is_one_error(tmp_path: Path) -> None:
+    paths = _small_tables(tmp_path / "in", ["fine", '"never closed', "lost", "lost too"], fmt="csv")
+    code, out, err = invoke(
+        "import", "tables", "--nodes", str(paths["nodes"]), "--queries", str(paths["queries"]),
+        "--out", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: {paths['nodes']}, row 3: ") and err.count("\n") == 1, err
+    # a stray quote in the middle of a cell
+    paths["nodes"].write_text('id,type,name\nb0,book,"Salt" Road\n', encoding="utf-8")
+    code, _, err = invoke("import", "tables", "--nodes", str(paths["nodes"]), "--queries", str(paths["queries"]),
+                          "--out", str(tmp_path / "out"))  # fmt: skip
+    assert code == 2 and err.startswith(f"error: {paths['nodes']}, row 2: "), err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("ids", [("7", "007"), ("-0", "0"), ("3", "٣")], ids=["leading zero", "minus zero", "unicode"])
+def test_query_ids_equal_as_numbers_stay_apart(tmp_path: Path, ids: tuple[str, str]) -> None:
+    paths = write_tables(tmp_path / "in")
+    names = {f"q{n}": qid for n, qid in enumerate([*ids, "10", "11", "12", "13"], start=1)}
+    _edit_rows(paths["queries"], lambda row: {**row, "id": names[row["id"]]})
+    code, _, err = import_tables(paths, tmp_path / "library")
+    assert code == 0, err
+    assert sorted(imported_queries(tmp_path / "library").values()) == sorted(names.values())
+    run_local(tmp_path / "library")
+
+
+def test_untyped_and_json_columns_are_text_and_the_rest_is_listed(tmp_path: Path) -> None:
+    database = tmp_path / "items.sqlite"
+    connection = sqlite3.connect(database)
+    connection.execute("CREATE TABLE items(id INTEGER PRIMARY KEY, title, descr JSON, note CLOB, n INTEGER, mixed)")
+    connection.executemany(
+        "INSERT INTO items VALUES (?, ?, ?, ?, ?, ?)",
+        [(1, "Salt Road", '{"pages": 3}', "a note", 5, "text"), (2, "Glass", None, "another", 6, 7)],
+    )
+    connection.commit()
+    connection.close()
+    queries = write_csv(tmp_path / "q.csv", [{"id": 1, "query": "salt", "answer_ids": "items:1", "split": "test"}])
+    out = tmp_path / "items"
+    code, printed, err = invoke("import", "db", str(database), "--queries", str(queries), "--out", str(out))
+    assert code == 0, err
+    skb = harness.SKB.load(out / "skb")
+    assert skb.names == ["Salt Road", "Glass"]
+    assert [dict(f) for f in skb.fields] == [{"descr": '{"pages": 3}', "note": "a note"}, {"note": "another"}]
+    assert "columns left out (not text): items: n, mixed" in printed
+    assert json.loads((out / "import.json").read_text())["columns_left_out"] == {"items": ["n", "mixed"]}
+
+
+def test_bad_utf8_names_its_row_and_line(tmp_path: Path) -> None:
+    paths = _small_tables(tmp_path / "in", ["one", "two", "three", "four", "five"], fmt="csv")
+    lines = paths["nodes"].read_bytes().split(b"\n")
+    lines[4] = lines[4].replace(b"four", b"fo\xffur")  # data row 4: spreadsheet row 5
+    paths["nodes"].write_bytes(b"\n".join(lines))
+    code, _, err = invoke("import", "tables", "--nodes", str(paths["nodes"]), "--queries", str(paths["queries"]),
+                          "--out", str(tmp_path / "out"))  # fmt: skip
+    assert code == 2 and err.startswith(f"error: {paths['nodes']}, row 5: not UTF-8 text"), err
+    jsonl = tmp_path / "nodes.jsonl"
+    jsonl.write_bytes(b'{"id": "b0", "type": "book"}\n{"id": "b1", "type": "book"}\n{"id": "b\xe92", "type": "book"}\n')
+    code, _, err = invoke("import", "tables", "--nodes", str(jsonl), "--queries", str(paths["queries"]),
+                          "--out", str(tmp_path / "out"))  # fmt: skip
+    assert code == 2 and err.startswith(f"error: {jsonl}, line 3: not UTF-8 text"), err
+
+
+def test_an_out_that_appears_while_writing_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    paths = write_tables(tmp_path / "in")
+    out = tmp_path / "library"
+    write_json = harness.write_json
+
+    def theirs_first(path: Any, *args: Any, **kwargs: Any) -> None:
+        out.mkdir()
+        (out / "theirs.txt").write_text("another process", encoding="utf-8")
+        write_json(path, *args, **kwargs)
+
+    monkeypatch.setattr(harness, "write_json", theirs_first)
+    code, printed, err = import_tables(paths, out)
+    assert (code, printed) == (2, "")
+    assert err == f"error: {out} appeared while it was being written (Directory not empty); nothing was written to it\n"
+    assert leftovers(out) == ["theirs.txt"] and leftovers(tmp_path) == ["in", "library"]
+
+
+def test_import_into_the_current_directory_with_force(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    paths = write_tables(tmp_path / "in")
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    code, _, err = import_tables(paths, Path("."), "--force")
+    assert code == 0, err
+    assert harness.SKB.load(tmp_path / "here" / "skb").num_nodes == 20
+
+
+def test_integral_float_ids_agree_across_formats(tmp_path: Path) -> None:
+    """{"id": 1.0} in JSON Lines, 1.0 in a Parquet float column and "1.0" in a CSV are one id."""
+    fingerprints = set()
+    for fmt in ("csv", "jsonl", "parquet"):
+        folder = tmp_path / fmt
+        folder.mkdir()
+        nodes = [{"id": 1.0, "type": "book", "name": "One"}, {"id": 2.5, "type": "book", "name": "Two and a half"}]
+        queries = folder / "q.csv"
+        write_csv(queries, [{"id": "q", "query": "one", "answer_ids": "1.0", "split": "test"}])
+        path = folder / f"nodes.{fmt}"
+        if fmt == "csv":
+            write_csv(path, nodes)
+        elif fmt == "jsonl":
+            path.write_text("".join(json.dumps(n) + "\n" for n in nodes), encoding="utf-8")
+        else:
+            pq.write_table(pa.Table.from_pylist(nodes), path)
+        code, out, err = invoke("import", "tables", "--nodes", str(path), "--queries", str(queries),
+                                "--out", str(folder / "out"), "--name", "n", "--format", "json")  # fmt: skip
+        assert code == 0, err
+        fingerprints.add(json.loads(out)["fingerprint"])
+        assert (folder / "out" / "node_ids.txt").read_text() == "1.0\n2.5\n"
+    assert len(fingerprints) == 1
+
+
+def test_exported_with_source_ids_another_tools_run_scores_the_same(tmp_path: Path) -> None:
+    """`harness export --ids source`: BEIR's loader sees the user's ids, and a run written over
+    them scores (harness evaluate, against the exported TREC qrels) what the harness run did."""
+    from beir.datasets.data_loader import GenericDataLoader
+
+    data_dir = tmp_path / "library"
+    assert import_tables(write_tables(tmp_path / "in"), data_dir)[0] == 0
+    row, run_dir = run_local(data_dir, "test")
+    local = ("-d", "local", "--data-dir", str(data_dir), "--split", "test", "--ids", "source")
+    for fmt in ("beir", "trec"):
+        code, _, err = invoke("export", *local, "--to", fmt, "--out", str(tmp_path / fmt))
+        assert code == 0, err
+    corpus, queries, qrels = GenericDataLoader(str(tmp_path / "beir")).load(split="test")
+    assert set(corpus) == {b[0] for b in BOOKS}
+    answers = {q: a for q, _, a, s in QUERIES if s == "test"}
+    assert set(queries) == set(answers) and qrels == {q: dict.fromkeys(a, 1) for q, a in answers.items()}
+
+    # the harness's run, as another tool would write it over the user's ids (ranks as trec_eval reads them)
+    node_ids = (data_dir / "node_ids.txt").read_text(encoding="utf-8").splitlines()
+    source = imported_queries(data_dir)
+    lines = [line.split() for line in (run_dir / "run.trec").read_text().splitlines()]
+    by_query: dict[str, list[tuple[float, str]]] = {}
+    for qid, _, doc, _, score, _ in lines:
+        by_query.setdefault(source[int(qid)], []).append((float(score), node_ids[int(doc)], doc))
+    mapped = tmp_path / "theirs.tsv"
+    with mapped.open("w", encoding="utf-8") as handle:
+        for qid, docs in by_query.items():
+            ranked = sorted(docs, key=lambda d: (d[0], d[2]), reverse=True)  # ties: harness doc number descending
+            handle.writelines(f"{qid}\t{doc}\t{rank}\n" for rank, (_, doc, _) in enumerate(ranked, start=1))
+    metrics = ",".join(row["metrics"])
+    code, out, err = invoke(
+        "evaluate", "--run", str(mapped), "--run-format", "msmarco",
+        "--qrels", str(tmp_path / "trec" / "qrels.test.trec"), "--metrics", metrics, "--format", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["metrics"] == pytest.approx(row["metrics"])
+    # a dataset with no ids of its own cannot
+    code, _, err = invoke("export", "-d", "local", "--data-dir", str(tmp_path / "library"), "--to", "hf",
+                          "--ids", "source", "--out", str(tmp_path / "hf"))  # fmt: skip
+    assert code == 2 and "--ids source: for beir and trec" in err
+
+
+def test_hf_export_keeps_source_ids_and_export_into_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data_dir = tmp_path / "library"
+    assert import_tables(write_tables(tmp_path / "in"), data_dir)[0] == 0
+    (tmp_path / "here").mkdir()
+    (tmp_path / "here" / "old.txt").write_text("old", encoding="utf-8")
+    monkeypatch.chdir(tmp_path / "here")
+    code, _, err = invoke("export", "-d", "local", "--data-dir", str(data_dir), "--to", "hf", "--out", ".", "--force")
+    assert code == 0, err
+    nodes = pq.read_table(tmp_path / "here" / "parquet" / "nodes.parquet")
+    assert nodes.column("source_id").to_pylist() == [r["id"] for r in node_rows()]
+    assert not (tmp_path / "here" / "old.txt").exists()
