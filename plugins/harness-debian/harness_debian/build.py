@@ -11,6 +11,18 @@ Nodes: packages (the candidates), maintainers, sections and debtags tags.
 Relations: package→package ``depends``, ``recommends``, ``suggests`` (the first alternative
 of each clause that names a real package) and the symmetric ``same_source``; package→maintainer
 ``maintained_by``; package→section ``in_section``; package→tag ``tagged``.
+
+Versions (``--version``):
+
+* ``1`` (the default, the shipped ``data/skb``): one maintainer node per e-mail address
+  (lower-cased), named by the Maintainer field's display name, with an ``email`` field.
+* ``2``: maintainers as people and teams, without e-mail addresses. One maintainer node per
+  *normalized display name* (Unicode NFC, whitespace collapsed, compared case-insensitively;
+  the node is named by the first spelling met in package-name order), with no fields. Any
+  e-mail-like text is removed from the display name. A Maintainer field with no display name
+  (``<someone@example.org>`` or a bare address) gives the package **no** ``maintained_by``
+  edge: the only thing that could name such a maintainer is the address itself, and a
+  placeholder node would assert nothing true about the package. Everything else is as v1.
 """
 
 from __future__ import annotations
@@ -22,6 +34,7 @@ import lzma
 import re
 import subprocess
 import sys
+import unicodedata
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -92,7 +105,19 @@ def _relation_targets(field: str, known: dict[str, int]) -> list[int]:
     return targets
 
 
-def build(packages_path: Path, translations_path: Path, release: str) -> SKB:
+EMAIL = re.compile(r"<[^>]*>|\S+@\S+")
+
+
+def maintainer_display_name(field: str) -> str:
+    """v2: the Maintainer field's display name with any e-mail address removed, NFC,
+    whitespace collapsed ("" when the field names no one)."""
+    name = EMAIL.sub(" ", unicodedata.normalize("NFC", field))
+    return " ".join(name.replace('"', " ").split()).strip(" ,;")
+
+
+def build(packages_path: Path, translations_path: Path, release: str, version: int = 1) -> SKB:
+    if version not in (1, 2):
+        raise ValueError(f"unknown SKB version {version}; 1 or 2")
     packages: dict[str, dict[str, str]] = {}
     for record in stanzas(_open_text(packages_path)):
         packages[record["Package"]] = record  # a later duplicate stanza wins
@@ -137,10 +162,15 @@ def build(packages_path: Path, translations_path: Path, release: str) -> SKB:
                 edges.append((node, target, rel))
         by_source[record.get("Source", name).split(" ")[0]].append(node)
         maintainer = record.get("Maintainer", "")
-        match = re.match(r"\s*(.*?)\s*<(.*)>", maintainer)
-        person, email = (match.group(1), match.group(2).lower()) if match else (maintainer, maintainer)
-        if person:
-            edges.append((node, entity(1, email, person, {"email": email}), 4))
+        if version == 2:
+            person = maintainer_display_name(maintainer)
+            if person:  # keyed by the normalized name: no address is kept anywhere
+                edges.append((node, entity(1, person.casefold(), person, {}), 4))
+        else:
+            match = re.match(r"\s*(.*?)\s*<(.*)>", maintainer)
+            person, email = (match.group(1), match.group(2).lower()) if match else (maintainer, maintainer)
+            if person:
+                edges.append((node, entity(1, email, person, {"email": email}), 4))
         section = record.get("Section", "")
         if section:
             edges.append((node, entity(2, section, section, {}), 5))
@@ -152,9 +182,12 @@ def build(packages_path: Path, translations_path: Path, release: str) -> SKB:
         for i, a in enumerate(members):
             edges.extend((a, b, 3) for b in members[i + 1 :])
     array = np.asarray(edges, dtype=np.int64)
+    description = f"Debian {release} main archive (amd64): packages, maintainers, sections, debtags"
+    if version == 2:
+        description += " (SKB v2: maintainers by name, no e-mail addresses)"
     return SKB(
         name="debian",
-        description=f"Debian {release} main archive (amd64): packages, maintainers, sections, debtags",
+        description=description,
         node_type_names=NODE_TYPES,
         node_types=np.asarray(node_types, dtype=np.int32),
         names=node_names,
@@ -179,11 +212,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--packages", type=Path, help="Packages index (default: from apt lists)")
     parser.add_argument("--translations", type=Path, help="Translation-en index (default: from apt lists)")
     parser.add_argument("--release", default="bookworm")
-    parser.add_argument("--out", type=Path, default=DATA / "skb")
+    parser.add_argument("--version", type=int, choices=(1, 2), default=1, help="SKB version (default 1)")
+    parser.add_argument("--out", type=Path, help="output directory (default: data/skb for version 1)")
     args = parser.parse_args(argv)
+    if args.out is None:
+        if args.version != 1:
+            parser.error("--out is required with --version 2 (data/skb is the shipped v1)")
+        args.out = DATA / "skb"
     packages = args.packages or _find(f"*_dists_{args.release}_main_binary-amd64_Packages*")
     translations = args.translations or _find(f"*_dists_{args.release}_main_i18n_Translation-en*")
-    skb = build(packages, translations, args.release)
+    skb = build(packages, translations, args.release, args.version)
     if args.out.exists():
         import shutil
 

@@ -19,6 +19,10 @@ carries the two requirements it combines:
 
 ``python -m harness_debian.queries`` rewrites ``data/qa/`` and prints every query with its
 answers for review; ``--check`` only verifies that ``data/qa/`` is up to date.
+
+``--version 2 --data DIR`` compiles evaluation queries v2 instead (recursive relational specs,
+answers judged per relational candidate; ``--review QID``, ``--stats``): see
+:mod:`harness_debian.queries_v2`.
 """
 
 from __future__ import annotations
@@ -161,7 +165,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--check", action="store_true", help="fail if data/qa is out of date")
     parser.add_argument("--quiet", action="store_true")
     parser.add_argument("--only", type=int, nargs="*", help="review only these query ids")
+    parser.add_argument("--version", type=int, choices=(1, 2), default=1, help="query-set version (default 1)")
+    parser.add_argument("--data", type=Path, help="v2: the directory holding skb/, queries.yaml, judgements.yaml")
+    parser.add_argument("--review", type=int, metavar="QID", help="v2: print a query's candidates for judging")
+    parser.add_argument("--stats", action="store_true", help="v2: print answer-set statistics")
     args = parser.parse_args(argv)
+    if args.version == 2:
+        from harness import HarnessError
+        from harness_debian import queries_v2
+
+        if args.data is None:
+            parser.error("--version 2 needs --data DIR")
+        try:
+            print(queries_v2.run(args.data, split_ids, args.check, args.review, args.stats))
+        except HarnessError as exc:
+            sys.exit(f"error: {exc}")
+        return
+    if args.data or args.review is not None or args.stats:
+        parser.error("--data, --review and --stats are for --version 2")
     skb = SKB.load(DATA / "skb")
     specs = yaml.safe_load(SPEC.read_text(encoding="utf-8"))
     try:

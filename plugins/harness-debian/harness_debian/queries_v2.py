@@ -1,0 +1,363 @@
+"""Evaluation queries v2 for the Debian SKB: recursive relational specs, answers judged per candidate.
+
+A v2 data directory holds ``skb/`` (built by ``python -m harness_debian.build --version 2``),
+``queries.yaml`` and ``judgements.yaml``; ``python -m harness_debian.queries --version 2 --data DIR``
+writes ``DIR/qa/`` (STaRK's layout plus ``requirements.jsonl``).
+
+``queries.yaml`` — a list of queries, written the STaRK human-generated way (paper, Appendix C):
+every requirement is stated in the query text::
+
+    - id: 1
+      query: Which command-line tools rely on a library the Debian Python Team packages?
+      where: {depends: {maintained_by: Debian Python Team}, tagged: interface::commandline}
+      textual: a command-line tool        # what the judge checks, in words (optional)
+
+The ``where`` grammar (relations read from the side of the node being described):
+
+* ``where`` is a mapping ``relation: value``; every entry must hold (AND).
+* A value is a node **name** (every node with that exact name, e.g. ``Debian Games Team``,
+  ``hamradio``, ``game::puzzle``, ``python3-numpy``), a nested **spec** (a mapping with the same
+  grammar, describing the neighbour: a two-hop requirement), or a **list** of names/specs, each
+  of which must hold through its own neighbour.
+* Relations, forward / reverse: ``depends`` / ``required_by``, ``recommends`` / ``recommended_by``,
+  ``suggests`` / ``suggested_by``, ``maintained_by`` / ``maintains``, ``in_section`` / ``section_of``,
+  ``tagged`` / ``tag_of``, and the symmetric ``same_source``. ``depends: X`` holds for a package
+  that depends on X; ``required_by: X`` for one that X depends on; ``maintains: X`` for a
+  maintainer of package X; ``section_of`` and ``tag_of`` describe sections and tags by their
+  packages.
+* Examples: ``depends: {maintained_by: Debian Python Team}`` ("depends on a package the Python
+  team maintains"); ``maintained_by: {maintains: vim}`` ("packaged by the maintainer of vim");
+  ``required_by: {in_section: games}`` ("a library some game depends on").
+
+The relational candidates of a query are the packages satisfying ``where``, computed by code
+(boolean masks over all nodes, one vectorized pass over each relation's edges per requirement).
+
+``judgements.yaml`` — the textual requirement judged by a person on the FULL description of EVERY
+relational candidate (``--review QID`` prints them)::
+
+    1:                      # query id
+      python3-foo: yes
+      bar-utils: {answer: no, reason: a library, not a tool}
+
+The answers are the candidates judged yes. ``--check`` fails when a candidate has no judgement,
+a judgement names a package that is not a candidate, a query has no answer, or ``qa/`` is stale.
+A query's ``hops`` is the depth of its ``where`` (2 when a value is a nested spec); ``--stats``
+prints the answer-set statistics for the dataset card.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from harness import SKB, HarnessError, Query, load_stark_layout, replace_dir, write_stark_csv
+
+# relation key -> (edge type, the side of the edge the described node is on)
+RELATIONS: dict[str, tuple[str, str]] = {
+    "depends": ("depends", "src"),
+    "required_by": ("depends", "dst"),
+    "recommends": ("recommends", "src"),
+    "recommended_by": ("recommends", "dst"),
+    "suggests": ("suggests", "src"),
+    "suggested_by": ("suggests", "dst"),
+    "maintained_by": ("maintained_by", "src"),
+    "maintains": ("maintained_by", "dst"),
+    "in_section": ("in_section", "src"),
+    "section_of": ("in_section", "dst"),
+    "tagged": ("tagged", "src"),
+    "tag_of": ("tagged", "dst"),
+    "same_source": ("same_source", "both"),
+}
+
+
+class QuerySpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: int
+    query: str
+    where: dict[str, Any]
+    textual: str | None = None
+
+
+class Reasoned(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    answer: bool
+    reason: str = ""
+
+
+class Graph:
+    """Name lookup and per-relation edge arrays, built once per SKB."""
+
+    def __init__(self, skb: SKB) -> None:
+        self.skb = skb
+        self.by_name: dict[str, list[int]] = {}
+        for node in range(skb.num_nodes):
+            self.by_name.setdefault(skb.names[node], []).append(node)
+        order = np.argsort(skb.edge_type, kind="stable")
+        bounds = np.searchsorted(skb.edge_type[order], np.arange(len(skb.edge_types) + 1))
+        self.edges = {
+            e.name: (skb.src[order[bounds[i] : bounds[i + 1]]], skb.dst[order[bounds[i] : bounds[i + 1]]])
+            for i, e in enumerate(skb.edge_types)
+        }
+
+    def step(self, key: str, neighbours: np.ndarray) -> np.ndarray:
+        """Mask of nodes related by ``key`` to at least one node in the ``neighbours`` mask."""
+        relation, side = RELATIONS[key]
+        src, dst = self.edges[relation]
+        out = np.zeros(self.skb.num_nodes, dtype=bool)
+        if side in ("src", "both"):
+            out[src[neighbours[dst]]] = True
+        if side in ("dst", "both"):
+            out[dst[neighbours[src]]] = True
+        return out
+
+    def satisfying(self, where: Mapping[str, Any], path: str) -> np.ndarray:
+        """Mask of the nodes satisfying ``where`` (any node type; the caller restricts it)."""
+        if not isinstance(where, Mapping) or not where:
+            raise HarnessError(f"{path}: a spec must be a non-empty mapping of relation: value")
+        mask = np.ones(self.skb.num_nodes, dtype=bool)
+        for key, values in where.items():
+            if key not in RELATIONS or RELATIONS[key][0] not in self.edges:
+                raise HarnessError(f"{path}: unknown relation {key!r} (known: {', '.join(RELATIONS)})")
+            items = values if isinstance(values, list) else [values]
+            if not items:
+                raise HarnessError(f"{path}.{key}: an empty list")
+            for value in items:
+                mask &= self.step(key, self._neighbours(value, f"{path}.{key}"))
+        return mask
+
+    def _neighbours(self, value: Any, path: str) -> np.ndarray:
+        if isinstance(value, Mapping):
+            return self.satisfying(value, path)
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise HarnessError(f"{path}: expected a node name or a spec, got {value!r}")
+        ids = self.by_name.get(str(value))
+        if ids is None:
+            raise HarnessError(f"{path}: no node named {str(value)!r}")
+        mask = np.zeros(self.skb.num_nodes, dtype=bool)
+        mask[ids] = True
+        return mask
+
+    def candidates(self, where: Mapping[str, Any], path: str) -> list[int]:
+        """The relational candidates: candidate-type nodes (packages) satisfying ``where``."""
+        mask = self.satisfying(where, path)
+        return [int(i) for i in self.skb.candidate_ids[mask[self.skb.candidate_ids]]]
+
+
+def hops(where: Any) -> int:
+    """The depth of a spec: 1 for names only, 2 when a value is itself a spec, and so on."""
+    if isinstance(where, list):
+        return max((hops(v) for v in where), default=0)
+    if isinstance(where, Mapping):
+        return 1 + max((hops(v) for v in where.values()), default=0)
+    return 0
+
+
+def load_specs(path: Path) -> list[QuerySpec]:
+    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+    if not isinstance(raw, list):
+        raise HarnessError(f"{path}: expected a list of queries")
+    specs, seen = [], set()
+    for n, entry in enumerate(raw):
+        label = f"{path}: entry {n} (id {entry.get('id') if isinstance(entry, dict) else '?'})"
+        try:
+            spec = QuerySpec.model_validate(entry)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise HarnessError(f"{label}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        if spec.id in seen:
+            raise HarnessError(f"{label}: duplicate query id {spec.id}")
+        seen.add(spec.id)
+        specs.append(spec)
+    return specs
+
+
+def load_judgements(path: Path) -> dict[int, dict[str, Reasoned]]:
+    """``{query id: {package: judgement}}``; a bare ``yes``/``no`` is a judgement without reason."""
+    raw = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None
+    raw = raw or {}
+    if not isinstance(raw, dict):
+        raise HarnessError(f"{path}: expected a mapping of query id to {{package: yes/no}}")
+    result: dict[int, dict[str, Reasoned]] = {}
+    for qid, entries in raw.items():
+        if not isinstance(qid, int) or not isinstance(entries, dict):
+            raise HarnessError(f"{path}: query {qid!r}: expected an integer id mapping packages to yes/no")
+        result[qid] = {}
+        for package, value in entries.items():
+            if isinstance(value, bool):
+                value = {"answer": value}
+            try:
+                result[qid][str(package)] = Reasoned.model_validate(value)
+            except ValidationError:
+                raise HarnessError(
+                    f"{path}: query {qid}: package {package!r}: expected yes, no or {{answer: yes/no, reason: ...}}"
+                ) from None
+    return result
+
+
+@dataclass
+class Compiled:
+    spec: QuerySpec
+    candidates: list[int]
+    answers: list[int]
+
+    @property
+    def hops(self) -> int:
+        return hops(self.spec.where)
+
+
+def compile_v2(
+    skb: SKB, specs: list[QuerySpec], judgements: dict[int, dict[str, Reasoned]], judgements_path: Path
+) -> list[Compiled]:
+    """Relational candidates by code, answers from the judgements; every inconsistency is one
+    line naming the query and the package."""
+    graph = Graph(skb)
+    problems: list[str] = []
+    compiled = []
+    known = {s.id for s in specs}
+    for qid in sorted(set(judgements) - known):
+        problems.append(f"{judgements_path}: query {qid}: judged but not in queries.yaml")
+    for spec in specs:
+        candidates = graph.candidates(spec.where, f"query {spec.id}: where")
+        names = {skb.names[c]: c for c in candidates}
+        judged = judgements.get(spec.id, {})
+        for name in names:
+            if name not in judged:
+                problems.append(f"{judgements_path}: query {spec.id}: candidate {name!r} has no judgement")
+        for name in judged:
+            if name not in names:
+                problems.append(f"{judgements_path}: query {spec.id}: {name!r} is not a relational candidate")
+        answers = sorted(c for name, c in names.items() if name in judged and judged[name].answer)
+        if candidates and not answers and all(n in judged for n in names):
+            problems.append(f"{judgements_path}: query {spec.id}: no candidate is judged yes (no answer)")
+        if not candidates:
+            problems.append(f"query {spec.id}: no package satisfies where (no answer)")
+        compiled.append(Compiled(spec, candidates, answers))
+    if problems:
+        raise HarnessError(f"{len(problems)} problem(s) with the v2 queries:\n" + "\n".join(problems))
+    return compiled
+
+
+def to_queries(compiled: list[Compiled]) -> list[Query]:
+    return [Query(c.spec.id, c.spec.query.strip(), tuple(c.answers)) for c in compiled]
+
+
+def write_qa(root: Path, compiled: list[Compiled], split_ids: Any) -> None:
+    """``root/qa`` in STaRK's layout plus ``requirements.jsonl`` (each query's where, hops,
+    candidate and answer counts), replaced as a whole."""
+    queries = to_queries(compiled)
+    tmp = Path(tempfile.mkdtemp(dir=root, prefix=".qa-", suffix=".tmp"))
+    tmp.chmod(0o755)  # mkdtemp makes it private; qa/ is an ordinary directory
+    try:
+        write_stark_csv(tmp / "stark_qa" / "stark_qa.csv", queries)
+        (tmp / "split").mkdir()
+        for split, ids in split_ids([q.id for q in queries]).items():
+            (tmp / "split" / f"{split}.index").write_text("\n".join(map(str, ids)) + "\n")
+        with open(tmp / "requirements.jsonl", "w", encoding="utf-8") as out:
+            for c in compiled:
+                row = {
+                    "id": c.spec.id,
+                    "where": c.spec.where,
+                    "textual": c.spec.textual,
+                    "hops": c.hops,
+                    "candidates": len(c.candidates),
+                    "answers": len(c.answers),
+                }
+                out.write(json.dumps(row, ensure_ascii=False) + "\n")
+        replace_dir(tmp, root / "qa")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # gone already on success
+
+
+def stale(root: Path, compiled: list[Compiled]) -> list[int]:
+    """Ids whose shipped ``qa/`` row differs from what the specs and judgements give."""
+    if not (root / "qa").exists():
+        return [c.spec.id for c in compiled]
+    shipped = load_stark_layout(root / "qa")
+    expected = {q.id: q for q in to_queries(compiled)}
+    rows = [q for split in shipped for q in shipped.split(split)]
+    bad = [q.id for q in rows if expected.get(q.id) != q]
+    return bad + sorted(set(expected) - {q.id for q in rows})
+
+
+def statistics_of(compiled: list[Compiled], split_ids: Any) -> dict[str, Any]:
+    answers = [len(c.answers) for c in compiled]
+    candidates = [len(c.candidates) for c in compiled]
+
+    def summary(values: list[int]) -> dict[str, float]:
+        return {
+            "min": min(values),
+            "median": statistics.median(values),
+            "mean": round(statistics.fmean(values), 2),
+            "max": max(values),
+        }
+
+    return {
+        "queries": len(compiled),
+        "answers": summary(answers),
+        "candidates": summary(candidates),
+        "two_hop_share": round(sum(c.hops >= 2 for c in compiled) / len(compiled), 4),
+        "splits": {k: len(v) for k, v in split_ids([c.spec.id for c in compiled]).items()},
+    }
+
+
+def review(skb: SKB, spec: QuerySpec, judgements: dict[int, dict[str, Reasoned]]) -> str:
+    """Every relational candidate with its summary and full description, for judging, then a
+    judgements.yaml block to fill in (existing judgements kept, new ones marked ``?``)."""
+    candidates = Graph(skb).candidates(spec.where, f"query {spec.id}: where")
+    judged = judgements.get(spec.id, {})
+    lines = [f"[{spec.id}] {spec.query.strip()}", f"    where: {json.dumps(spec.where, ensure_ascii=False)}"]
+    if spec.textual:
+        lines.append(f"    textual: {spec.textual}")
+    lines.append(f"    {len(candidates)} relational candidates\n")
+    for node in candidates:
+        name, fields = skb.names[node], skb.fields[node]
+        mark = judged.get(name)
+        verdict = "?"
+        if mark is not None:
+            verdict = ("yes" if mark.answer else "no") + (f" ({mark.reason})" if mark.reason else "")
+        lines.append(f"== {name} [{verdict}]: {fields.get('summary', '')}")
+        lines.extend("   " + para for para in str(fields.get("description", "")).splitlines())
+        lines.append("")
+    lines.append(f"{spec.id}:")
+    for node in candidates:
+        mark = judged.get(skb.names[node])
+        value = "?" if mark is None else ("yes" if mark.answer else "no")
+        lines.append(f"  {json.dumps(skb.names[node])}: {value}")
+    return "\n".join(lines)
+
+
+def run(root: Path, split_ids: Any, check: bool, review_id: int | None, stats: bool) -> str:
+    """The ``--version 2`` command; returns what to print."""
+    specs = load_specs(root / "queries.yaml")
+    skb = SKB.load(root / "skb")
+    judgements = load_judgements(root / "judgements.yaml")
+    if review_id is not None:
+        spec = next((s for s in specs if s.id == review_id), None)
+        if spec is None:
+            raise HarnessError(f"{root / 'queries.yaml'}: no query with id {review_id}")
+        return review(skb, spec, judgements)
+    compiled = compile_v2(skb, specs, judgements, root / "judgements.yaml")
+    if check:
+        bad = stale(root, compiled)
+        if bad:
+            raise HarnessError(
+                f"{root / 'qa'} is out of date (queries {bad[:10]}); run python -m harness_debian.queries "
+                f"--version 2 --data {root}"
+            )
+        message = f"{len(compiled)} v2 queries up to date"
+    else:
+        write_qa(root, compiled, split_ids)
+        message = f"wrote {root / 'qa'}: {len(compiled)} v2 queries"
+    if stats:
+        message += "\n" + json.dumps(statistics_of(compiled, split_ids), indent=2)
+    return message
