@@ -57,6 +57,8 @@ _EXPORTS: dict[str, str] = {
     "Ranking": "harness.retriever",
     "BuildContext": "harness.retriever",
     "ProgressTask": "harness.retriever",
+    "TrainContext": "harness.training",
+    "TrainingInfo": "harness.training",
     # evaluation
     "Metric": "harness.metrics",
     # statistics of a query set (what `harness stats` reports)
@@ -134,3 +136,4 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at runtime the names load on fi
     from harness.retry import describe as describe_failure
     from harness.run.resolve import load_dataset
     from harness.skb import SKB, EdgeType, compact_text, row_offsets, sort_edges
+    from harness.training import TrainContext, TrainingInfo

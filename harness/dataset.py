@@ -19,8 +19,10 @@ class Dataset(ABC):
     """Base class for dataset plugins. Subclass, set ``name``, implement the two loaders.
 
     Its parameters (e.g. a data directory) are declared once in ``Options`` and validated
-    into ``self.options``. Loaders should cache what they load on ``self`` and raise
-    :class:`harness.HarnessError` with the missing file's name when data is absent.
+    into ``self.options``. ``version`` goes into every row; a dataset whose parameters choose
+    among versions makes it a property returning the chosen one. Loaders should cache what
+    they load on ``self`` and raise :class:`harness.HarnessError` with the missing file's name
+    when data is absent.
     """
 
     name: ClassVar[str]

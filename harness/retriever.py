@@ -139,8 +139,21 @@ class Retriever(ABC):
         """Every parameter with the value that runs (JSON types): what rows record and hash."""
         return self.options.model_dump(mode="json")
 
-    def fit(self, skb: SKB, train: Sequence[Query], context: BuildContext) -> None:  # noqa: B027
-        """Train on the dataset's train split (called only when ``regime == "trained"``)."""
+    def fit(self, skb: SKB, train: Sequence[Query], context: Any) -> None:  # noqa: B027
+        """Train on ``train`` (called only when ``regime == "trained"`` and no checkpoint of
+        this training exists). ``context`` is a :class:`harness.TrainContext`: write the model to
+        ``context.checkpoint_dir``, epoch checkpoints to ``context.work_dir`` (resume from the
+        last one), the curve through ``context.log(epoch=…, loss=…)``; ``context.validation``
+        holds the queries for early stopping. ``build`` follows, after ``load_checkpoint``."""
+
+    def load_checkpoint(self, path: Path) -> None:  # noqa: B027
+        """Load what ``fit`` wrote (now the verified cache entry ``path``) before ``build``."""
+
+    def training_identity(self) -> dict[str, Any]:
+        """What determines training besides the parameters, the SKB, the queries and the seed,
+        as JSON values: the base model's weights digest (a path or hub id names, not identifies,
+        weights). Part of the checkpoint's key."""
+        return {}
 
     @abstractmethod
     def build(self, skb: SKB, context: BuildContext) -> None:

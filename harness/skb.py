@@ -308,12 +308,16 @@ class SKB:
     # -- identity and persistence ----------------------------------------------------
     @property
     def fingerprint(self) -> str:
-        """Changes whenever nodes, names or edges change; caches key on it."""
+        """Changes whenever nodes, names or edges change; caches key on it. The edges are
+        hashed in a canonical order (by type, source, target), so the same graph stored in
+        another order (a cache's sorted CSR) has the same fingerprint."""
         if self._fingerprint is None:
             digest = hashlib.sha256()
             digest.update(json.dumps([self.name, self.node_type_names, self.candidate_types]).encode())
-            for array in (self.node_types, self.src, self.dst, self.edge_type):
-                digest.update(np.ascontiguousarray(array).tobytes())
+            order = np.lexsort((self.dst, self.src, self.edge_type))
+            digest.update(np.ascontiguousarray(self.node_types, dtype=np.int64).tobytes())
+            for array in (self.src, self.dst, self.edge_type):
+                digest.update(np.ascontiguousarray(np.asarray(array)[order], dtype=np.int64).tobytes())
             for node in range(self.num_nodes):
                 digest.update(json.dumps([self.names[node], self.fields[node]]).encode())
             self._fingerprint = digest.hexdigest()[:16]

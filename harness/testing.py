@@ -1,5 +1,6 @@
-"""A testing kit for plugin authors: a tiny SKB, a tiny dataset, and a contract test any
-retriever can run.
+"""A testing kit for plugin authors: a tiny SKB, a tiny dataset (and one with train and val
+splits for trained retrievers: ``dataset="tiny-train"``), and a contract test any retriever
+can run.
 
 ::
 
@@ -35,7 +36,7 @@ from harness.retriever import Retriever
 from harness.run.registry import Registry, RetrieverEntry
 from harness.skb import SKB, EdgeType
 
-__all__ = ["TinyDataset", "check_retriever", "plugin_manager", "run_retriever", "tiny_skb"]
+__all__ = ["TinyDataset", "TinyTrainDataset", "check_retriever", "plugin_manager", "run_retriever", "tiny_skb"]
 
 
 def tiny_skb() -> SKB:
@@ -94,10 +95,37 @@ class TinyDataset(Dataset):
         return self.load_queries().split_names  # in memory: as cheap as a declaration
 
 
+TINY_TRAIN: list[tuple[int, str, tuple[int, ...]]] = [
+    (101, "electric kettle", (0,)),
+    (102, "whistling stovetop kettle", (1,)),
+    (103, "teapot for tea", (2,)),
+    (104, "frying pan made of steel", (3,)),
+    (105, "a pot made of copper", (4,)),
+    (106, "kettle from Acme", (0, 1)),
+    (107, "Glöbex cookware", (2, 3, 4)),
+    (108, "boil water quickly", (0,)),
+]
+TINY_VAL: list[tuple[int, str, tuple[int, ...]]] = [(201, "green tea pot", (2,)), (202, "pan for frying", (3,))]
+
+
+class TinyTrainDataset(TinyDataset):
+    """:func:`tiny_skb` for trained retrievers: ``train`` (eight queries), ``val`` (two) and
+    ``test`` (the six of :class:`TinyDataset`), no query in two splits."""
+
+    name = "tiny-train"
+
+    def load_queries(self) -> QuerySet:
+        def split(rows: list[tuple[int, str, tuple[int, ...]]]) -> list[Query]:
+            return [Query(q, text, answers) for q, text, answers in rows]
+
+        return QuerySet("tiny-train", {"train": split(TINY_TRAIN), "val": split(TINY_VAL), "test": split(TINY_QUERIES)})
+
+
 class _TinyPlugin:
     @hookimpl
     def register_datasets(self, register: Any) -> None:
         register(TinyDataset)
+        register(TinyTrainDataset)
 
 
 class _Components:
@@ -135,13 +163,16 @@ def run_retriever(
     metrics: Sequence[str] = ("hit@1", "mrr"),
     fresh: bool = True,
     cache_dir: str | os.PathLike[str] | None = None,
+    allow_training: bool = True,
+    seed: int = 0,
 ) -> Any:
     """One run of ``retriever`` with ``params`` through the real resolver and runner; returns
     the outcome (``.row`` is the leaderboard row, ``.run_dir`` its directory, ``.notes`` what
     the runner healed). ``also`` registers retrievers it uses; ``presets`` adds registry
     entries by name (``{"first": {"plugin": "bm25", "params": {...}}}``); ``plugins`` registers
     further plugins (another dataset, say). Outputs live under ``tmp_path``, and so does the
-    cache unless ``cache_dir`` is given."""
+    cache unless ``cache_dir`` is given. A trained retriever trains first (on ``tiny-train``'s
+    train split), unless ``allow_training`` is false: then its checkpoint must be cached."""
     from harness.run.resolve import resolve
     from harness.run.runner import Runner
 
@@ -149,8 +180,15 @@ def run_retriever(
     manager = plugin_manager(_Components([retriever, *also]), *plugins)
     entries = {"under-test": RetrieverEntry(plugin=retriever.name, params=dict(params or {}))}
     entries.update({name: RetrieverEntry(**entry) for name, entry in (presets or {}).items()})
-    spec = resolve(Registry(retrievers=entries), manager, "under-test", dataset, split, k, list(metrics))
-    runner = Runner(manager, output_dir=tmp / "runs", device="cpu", fresh=fresh, cache_dir=cache_dir or tmp / "cache")
+    spec = resolve(Registry(retrievers=entries), manager, "under-test", dataset, split, k, list(metrics), seed=seed)
+    runner = Runner(
+        manager,
+        output_dir=tmp / "runs",
+        device="cpu",
+        fresh=fresh,
+        cache_dir=cache_dir or tmp / "cache",
+        allow_training=allow_training,
+    )
     return runner.run(spec)
 
 

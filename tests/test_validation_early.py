@@ -138,7 +138,7 @@ def test_debian_splits_are_told_from_file_names_before_its_files_are_read(tmp_pa
         import harness_debian
 
         shipped = Path(harness_debian.__file__).parent / "data"
-    shutil.copytree(shipped / "qa" / "split", tmp_path / "qa" / "split")
+    shutil.copytree(shipped / "v2" / "qa" / "split", tmp_path / "qa" / "split")  # the default version's
     (tmp_path / "qa" / "stark_qa").mkdir()
     (tmp_path / "qa" / "stark_qa" / "stark_qa.csv").write_text("not,a,query,file\n\x00")
     code, err = invoke("run", "-d", "debian", "-s", "validation", "--data-dir", str(tmp_path))
@@ -176,4 +176,4 @@ def test_a_condition_expecting_an_unknown_metric_is_refused_before_the_run(tmp_p
 @pytest.mark.usefixtures("watched")
 def test_a_trained_retriever_on_a_dataset_without_a_train_split_is_refused_before_loading() -> None:
     code, err = invoke("run", "-r", "trained")
-    assert code == 2 and err == "error: retriever 'trained' needs a train split; 'watched' has none"
+    assert code == 2 and err == "error: retriever 'trained' trains on split 'train'; 'watched' has none (has: test, val)"

@@ -226,3 +226,16 @@ class _Task:
             description.truncate(max(1, display.console.width - 2 - len(tail)), overflow="ellipsis")
             line = Text.assemble(("✓", "green"), " ", description, count, " ", (f"{elapsed:.1f} s", "dim"))
             display.console.print(line, highlight=False, no_wrap=True, overflow="ellipsis")
+
+
+def training_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--train-split`` and ``--validation-split``, shared by ``run`` and ``train``."""
+    command = click.option(
+        "--validation-split",
+        default="val",
+        show_default=True,
+        help="split for early stopping of trained retrievers ('none': no early stopping); never the evaluated one",
+    )(command)
+    return click.option("--train-split", default="train", show_default=True, help="split trained retrievers train on")(
+        command
+    )

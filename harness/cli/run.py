@@ -7,7 +7,16 @@ from typing import Any
 
 import click
 
-from harness.cli.common import console, data_dir_option, echo_json, format_option, progress, registry_option, stdout
+from harness.cli.common import (
+    console,
+    data_dir_option,
+    echo_json,
+    format_option,
+    progress,
+    registry_option,
+    stdout,
+    training_options,
+)
 from harness.errors import HarnessError
 from harness.plugins.hookspecs import hookimpl
 
@@ -40,6 +49,8 @@ from harness.plugins.hookspecs import hookimpl
 @click.option("--no-leaderboard", is_flag=True, hidden=True, help="the default; kept for older scripts")
 @click.option("--fresh", is_flag=True, help="discard earlier results of the same configuration")
 @data_dir_option
+@training_options
+@click.option("--no-train", is_flag=True, help="a trained retriever must have a checkpoint; never train here")
 @click.option("--dry-run", is_flag=True, help="print what would run, run nothing")
 @click.option("--check", is_flag=True, help="exit 1 when a condition's expected score is missed")
 @format_option()
@@ -60,6 +71,9 @@ def run(
     no_leaderboard: bool,
     fresh: bool,
     data_dir: str | None,
+    train_split: str,
+    validation_split: str,
+    no_train: bool,
     dry_run: bool,
     check: bool,
     fmt: str,
@@ -100,7 +114,7 @@ def run(
     cannot: dict[str, list[str]] = {}
     for d, s in targets:
         try:
-            specs.append(resolve(registry, plugins, retriever, d, s, k, metric_list, sample, seed, params))
+            specs.append(resolve(registry, plugins, retriever, d, s, k, metric_list, sample, seed, params, train_split))
         except HarnessError as exc:
             if not run_all:
                 raise
@@ -127,6 +141,9 @@ def run(
             batch_size=batch_size,
             progress=task_factory,
             fresh=fresh,
+            train_split=train_split,
+            validation_split=None if validation_split == "none" else validation_split,
+            allow_training=not no_train,
         )
         for spec in specs:
             console.print(f"[bold]running[/bold] {spec.describe()}", markup=True, highlight=False)

@@ -39,6 +39,7 @@ DIRS_ENV_VAR = "HARNESS_PLUGINS_DIR"
 DEFAULT_PLUGINS = (
     "harness.plugins.builtin_metrics",
     "harness.cli.run",
+    "harness.cli.train",
     "harness.cli.inspect",
     "harness.cli.evaluate",
     "harness.cli.submit",

@@ -21,6 +21,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 import harness
+from harness.training import TrainingInfo
 
 if TYPE_CHECKING:
     from harness.queries import Query
@@ -104,6 +105,9 @@ class LeaderboardRow(BaseModel):
     index_build_seconds: float
     total_seconds: float
     regime: Literal["zero-shot", "trained", "llm-at-query-time"]
+    training: TrainingInfo | None = Field(
+        None, description="for a trained retriever: the split and queries trained on, the checkpoint, the time"
+    )
     usage: dict[str, Any] = Field(default_factory=dict, description="tokens, cost (USD), API calls")
     hardware: Hardware
     versions: Versions

@@ -113,7 +113,7 @@ def construct(
         name=name,
         plugin=plugin,
         params=redacted(full),  # what is recorded: URL credentials as ***
-        version=str(getattr(cls, "version", "0")),
+        version=str(getattr(instance, "version", "0")),  # the instance's: a parameter may choose it
         package=plugins.distributions.get(components.owner.get((kind, plugin), "")),
     )
     if info.params != full:
@@ -158,6 +158,7 @@ def resolve(
     sample_fraction: float | None = None,
     seed: int = 0,
     dataset_params: dict[str, Any] | None = None,
+    train_split: str = "train",
 ) -> RunSpec:
     """Fill in defaults from the registry, check every name, construct every component.
     ``plugins`` is the :class:`harness.plugins.PluginManager`; ``dataset_params`` override the
@@ -222,9 +223,19 @@ def resolve(
         raise HarnessError(str(exc).replace(plugin_name, f"dataset {dataset!r}", 1)) from None
     known = dataset_component.instance.known_splits()
     for component in retrievers.values():
-        if component.instance.regime == "trained" and known is not None and "train" not in known:
+        if component.instance.regime != "trained":
+            continue
+        if known is not None and train_split not in known:
             # what the runner would find after loading the SKB
-            raise HarnessError(f"retriever {component.name!r} needs a train split; {dataset!r} has none")
+            raise HarnessError(
+                f"retriever {component.name!r} trains on split {train_split!r}; {dataset!r} has none "
+                f"(has: {', '.join(known) or 'none'})"
+            )
+        if train_split == split:
+            raise HarnessError(
+                f"retriever {component.name!r} would train on split {split!r}, the split being evaluated; "
+                "evaluate another split or train on another (--train-split)"
+            )
     return RunSpec(
         retriever=retriever,
         retrievers=retrievers,

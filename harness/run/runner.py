@@ -54,6 +54,7 @@ from harness.run.record import ComponentInfo, Latency, LeaderboardRow, hardware,
 from harness.run.resolve import Component, RunSpec, resolve_device
 from harness.run.scoring import hit_matrix
 from harness.skb import SKB
+from harness.training import TrainingInfo, TrainingPlan, checkpoint_path, ensure_trained, plan_training, plot_curve
 from harness.trec import write_qrels, write_run
 
 _SYNC_SECONDS = 10.0
@@ -127,6 +128,9 @@ class Runner:
         progress: ProgressFactory | None = None,
         cache_dir: str | Path | None = None,
         fresh: bool = False,
+        train_split: str = "train",
+        validation_split: str | None = "val",
+        allow_training: bool = True,
     ) -> None:
         from harness.io import cache_root
 
@@ -144,6 +148,12 @@ class Runner:
         self.progress: ProgressFactory = progress or (lambda description, total: ProgressTask())
         self.cache_dir = Path(cache_dir) if cache_dir else cache_root()
         self.fresh = fresh
+        # trained retrievers: which splits they train and select on, and whether training may
+        # happen here or a checkpoint must exist (`harness run --no-train`)
+        self.train_split, self.validation_split, self.allow_training = train_split, validation_split, allow_training
+        self._plans: dict[str, TrainingPlan] = {}
+        self._trained: dict[str, TrainingInfo] = {}
+        self._fit_only = False
         self._datasets: dict[str, Dataset] = {}
         if batch_size is not None and batch_size <= 0:
             raise HarnessError(f"--batch-size must be positive, got {batch_size}")
@@ -224,6 +234,7 @@ class Runner:
         retriever_info = spec.main.info
         uses = [component.info for component in spec.uses]
         dataset_info = spec.dataset_component.info
+        self._plans = self.plan_training(spec, dataset, skb, spec.split)
         config = {
             "retriever": retriever_info.configuration(),
             "uses": [info.configuration() for info in uses],
@@ -237,6 +248,8 @@ class Runner:
             "k": spec.k,
             "metrics_version": METRICS_VERSION,
         }
+        if self._plans:  # another training set or seed is another model: never its results
+            config["training"] = {name: plan.configuration() for name, plan in self._plans.items()}
         config_hash = stable_hash(config)
         run_dir = self.output_dir / f"{spec.dataset}-{spec.split}-{spec.retriever}-{config_hash}"
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -255,6 +268,7 @@ class Runner:
             build_path = run_dir / "build.json"
             build_seconds = read_build_seconds(build_path)
             provenance = _read_provenance(build_path)
+            training = _read_training(build_path)
             # the row keeps what building the index cost; a resumed run's build (mostly a load
             # from the cache) is this invocation's phase, not that cost
             built_earlier = build_seconds > 0 and not self.fresh
@@ -277,7 +291,21 @@ class Runner:
                     if not built_earlier:
                         build_seconds = phases["build"]
                     provenance = built
-                    write_json(build_path, {"seconds": build_seconds, "provenance": provenance})
+                    training = training if built_earlier and training else self._trained.get(spec.retriever)
+                    write_json(
+                        build_path,
+                        {
+                            "seconds": build_seconds,
+                            "provenance": provenance,
+                            "training": training.model_dump(mode="json") if training else None,
+                        },
+                    )
+                    for name in self._trained:
+                        plot_curve(
+                            checkpoint_path(self.cache_dir, name, self._plans[name]),
+                            run_dir / f"training-{name}.png",
+                            f"{name} on {spec.dataset} ({self._plans[name].split})",
+                        )
                     began = time.perf_counter()
                     # the log holds what was read plus what this search appends (the lock is ours)
                     with self._phase(f"search {spec.retriever}", len(pending)) as task:
@@ -345,6 +373,7 @@ class Runner:
                 index_build_seconds=round(build_seconds, 4),
                 total_seconds=round(time.perf_counter() - started, 4),
                 regime=regime,
+                training=training,
                 usage=usage,
                 hardware=hardware(self.device),
                 versions=versions(),
@@ -369,6 +398,49 @@ class Runner:
                     checks.append(CheckResult(metric, expected, row.metrics.get(metric), spec.condition.tolerance))
             resumed = len(queries) - len(pending)
             return RunOutcome(spec, row, run_dir, path, resumed, checks, notes, phases, built_earlier)
+
+    def plan_training(
+        self, spec: RunSpec, dataset: Dataset, skb: SKB, evaluated: str | None
+    ) -> dict[str, TrainingPlan]:
+        """A plan for every trained retriever of ``spec`` (the main one and those it uses);
+        refuses training on ``evaluated``, the split the run evaluates."""
+        trained = [c for c in [spec.main, *spec.uses] if c.instance.regime == "trained"]
+        if not trained:
+            return {}
+        queries = dataset.load_queries()
+        splits = {name: queries.split(name) for name in queries.split_names}
+        return {
+            c.name: plan_training(
+                c.name,
+                c.instance,
+                c.info.configuration(),
+                skb,
+                splits,
+                evaluated,
+                self.train_split,
+                self.validation_split,
+                spec.seed,
+            )
+            for c in trained
+        }
+
+    def train(self, spec: RunSpec) -> dict[str, TrainingInfo]:
+        """``harness train``: train (or find the checkpoint of) every trained retriever of
+        ``spec``, on the runner's train split, without evaluating anything."""
+        dataset = self.dataset(spec.dataset_component)
+        skb = dataset.load_skb()
+        self._plans = self.plan_training(spec, dataset, skb, None)
+        if not self._plans:
+            raise HarnessError(
+                f"retriever {spec.retriever!r} is not trained (its regime is {spec.main.instance.regime!r})"
+            )
+        self._dropped, self._trained = {}, {}
+        self._fit_only = True  # the trained retrievers need no index to be trained
+        try:
+            self._build_all(spec, skb, dataset)
+        finally:
+            self._fit_only = False
+        return dict(self._trained)
 
     def _build_all(self, spec: RunSpec, skb: SKB, dataset: Dataset) -> tuple[Retriever, float]:
         """Build the retriever; what a retriever uses is built when it first asks
@@ -436,11 +508,12 @@ class Runner:
     def _build(self, component: Component, skb: SKB, dataset: Dataset, context: BuildContext) -> None:
         retriever: Retriever = component.instance
         try:
-            if retriever.regime == "trained":
-                queries = dataset.load_queries()
-                if "train" not in queries.split_names:
-                    raise HarnessError(f"retriever {component.name!r} needs a train split; {dataset.name!r} has none")
-                retriever.fit(skb, queries.split("train"), context)
+            if component.name in self._plans:
+                self._trained[component.name] = ensure_trained(
+                    component.name, retriever, skb, self._plans[component.name], context, self.allow_training
+                )
+                if self._fit_only:
+                    return
             retriever.build(skb, context)
         except HarnessError:
             raise
@@ -528,6 +601,15 @@ class Runner:
                     for q, (relevant, other) in zip(queries, qrels, strict=True)
                 ],
             )
+
+
+def _read_training(path: Path) -> TrainingInfo | None:
+    """The training ``build.json`` recorded (a resumed run's row keeps it), or None."""
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8")).get("training")
+        return TrainingInfo.model_validate(recorded) if recorded else None
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _read_provenance(path: Path) -> dict[str, dict[str, Any]] | None:

@@ -54,8 +54,8 @@ def test_all_keeps_going_when_one_dataset_cannot_run(tmp_path: Path, monkeypatch
     monkeypatch.setenv("STARK_DATA_DIR", str(tmp_path / "no-such-dir"))
     code, out, err = invoke("run", "--all", "--format", "json")
     assert code == 2
-    assert [r["row"]["dataset"]["name"] for r in json.loads(out)] == ["debian", "debian"]
-    assert "error: 6 of 8 runs failed" in err and "STaRK data directory" in err
+    assert [r["row"]["dataset"]["name"] for r in json.loads(out)] == ["debian", "debian", "debian-v1", "debian-v1"]
+    assert "error: 6 of 10 runs failed" in err and "STaRK data directory" in err
 
 
 def test_list_and_plugins() -> None:
@@ -95,7 +95,11 @@ def test_leaderboard_show_formats(tmp_path: Path) -> None:
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == "| dataset | split | retriever | n | hit@1 | mrr | ms/query | regime | date |"
-    assert lines[2].startswith("| debian | test | bm25 | 111 | 55.86 | 68.82 |")
+    from harness.leaderboard.rows import read_rows
+
+    (row,) = read_rows(tmp_path / "board")
+    hit1, mrr = (f"{100 * row.metrics[m]:.2f}" for m in ("hit@1", "mrr"))
+    assert lines[2].startswith(f"| debian | test | bm25 | {row.num_queries} | {hit1} | {mrr} |")
     code, out, _ = invoke("leaderboard", "show", "board")
     assert code == 0 and "bm25" in out
 

@@ -3,8 +3,9 @@
 A product-search world close to STaRK-Amazon: packages (the candidates) with summaries and
 long descriptions, maintainers (brands), sections (categories), debtags (facets), and
 package–package relations (depends, recommends, suggests, built from the same source).
-The queries were written by hand in the manner of STaRK's human-generated queries; see
-``data/README.md`` (the dataset card) and ``harness_debian.queries``.
+The queries were written by hand in the manner of STaRK's human-generated queries. Two
+versions ship, each with its dataset card: ``data/v2/README.md`` (the default) and
+``data/v1/README.md``; see also ``harness_debian.queries``.
 """
 
 from __future__ import annotations

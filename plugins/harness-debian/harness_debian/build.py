@@ -1,7 +1,7 @@
 """Rebuild the Debian SKB from an archive's ``Packages`` and ``Translation-en`` indexes.
 
     apt-get update -o Acquire::Languages=en
-    python -m harness_debian.build            # reads /var/lib/apt/lists, writes data/skb
+    python -m harness_debian.build --version 2   # reads /var/lib/apt/lists, writes data/v2/skb
 
 or point ``--packages`` / ``--translations`` at files from any Debian mirror
 (``dists/<release>/main/binary-amd64/Packages.xz``, ``dists/<release>/main/i18n/Translation-en.xz``;
@@ -14,15 +14,20 @@ of each clause that names a real package) and the symmetric ``same_source``; pac
 
 Versions (``--version``):
 
-* ``1`` (the default, the shipped ``data/skb``): one maintainer node per e-mail address
-  (lower-cased), named by the Maintainer field's display name, with an ``email`` field.
-* ``2``: maintainers as people and teams, without e-mail addresses. One maintainer node per
-  *normalized display name* (Unicode NFC, whitespace collapsed, compared case-insensitively;
-  the node is named by the first spelling met in package-name order), with no fields. Any
+* ``1`` (the default; the shipped ``data/v1/skb``): one maintainer node per e-mail address
+  (lower-cased), named by the Maintainer field's display name; the address itself is not
+  stored (the first release stored it in an ``email`` field; its rankings do not depend on it,
+  since maintainers are not candidates).
+* ``2`` (the shipped ``data/v2/skb``): maintainers as people and teams, without e-mail
+  addresses. One maintainer node per *normalized display name* (Unicode NFC, whitespace
+  collapsed, compared case-insensitively; the node is named by the first spelling met in
+  package-name order), with no fields. Any
   e-mail-like text is removed from the display name. A Maintainer field with no display name
   (``<someone@example.org>`` or a bare address) gives the package **no** ``maintained_by``
   edge: the only thing that could name such a maintainer is the address itself, and a
-  placeholder node would assert nothing true about the package. Everything else is as v1.
+  placeholder node would assert nothing true about the package. E-mail addresses that package
+  texts quote (upstream authors, mailing lists; in summaries, descriptions and homepages) are
+  replaced by ``<e-mail removed>``. Everything else is as v1.
 """
 
 from __future__ import annotations
@@ -106,6 +111,9 @@ def _relation_targets(field: str, known: dict[str, int]) -> list[int]:
 
 
 EMAIL = re.compile(r"<[^>]*>|\S+@\S+")
+# v2: an e-mail address quoted in package text, with the brackets around it (<…>, &lt;…&gt;)
+ADDRESS = re.compile(r"(?:<|&lt;)?[\w.%+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}\b(?:>|&gt;)?")
+REDACTED = "<e-mail removed>"
 
 
 def maintainer_display_name(field: str) -> str:
@@ -147,14 +155,15 @@ def build(packages_path: Path, translations_path: Path, release: str, version: i
         record = packages[name]
         text = translations.get((name, record.get("Description-md5", "")), record.get("Description", ""))
         summary, _, body = text.partition("\n")
-        fields.append(
-            {
-                "summary": summary.strip(),
-                "description": long_description(body),
-                "version": record.get("Version", ""),
-                "homepage": record.get("Homepage", ""),
-            }
-        )
+        package_fields = {
+            "summary": summary.strip(),
+            "description": long_description(body),
+            "version": record.get("Version", ""),
+            "homepage": record.get("Homepage", ""),
+        }
+        if version == 2:  # upstream authors' addresses quoted in descriptions (and one homepage)
+            package_fields = {key: ADDRESS.sub(REDACTED, value) for key, value in package_fields.items()}
+        fields.append(package_fields)
     for name in names:
         record, node = packages[name], package_id[name]
         for rel, key in ((0, "Depends"), (1, "Recommends"), (2, "Suggests")):
@@ -170,7 +179,8 @@ def build(packages_path: Path, translations_path: Path, release: str, version: i
             match = re.match(r"\s*(.*?)\s*<(.*)>", maintainer)
             person, email = (match.group(1), match.group(2).lower()) if match else (maintainer, maintainer)
             if person:
-                edges.append((node, entity(1, email, person, {"email": email}), 4))
+                # keyed by the address (v1's identity of a maintainer), which is not stored
+                edges.append((node, entity(1, email, person, {}), 4))
         section = record.get("Section", "")
         if section:
             edges.append((node, entity(2, section, section, {}), 5))
@@ -213,12 +223,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--translations", type=Path, help="Translation-en index (default: from apt lists)")
     parser.add_argument("--release", default="bookworm")
     parser.add_argument("--version", type=int, choices=(1, 2), default=1, help="SKB version (default 1)")
-    parser.add_argument("--out", type=Path, help="output directory (default: data/skb for version 1)")
+    parser.add_argument("--out", type=Path, help="output directory (default: the shipped data/v<version>/skb)")
     args = parser.parse_args(argv)
     if args.out is None:
-        if args.version != 1:
-            parser.error("--out is required with --version 2 (data/skb is the shipped v1)")
-        args.out = DATA / "skb"
+        args.out = DATA / f"v{args.version}" / "skb"
     packages = args.packages or _find(f"*_dists_{args.release}_main_binary-amd64_Packages*")
     translations = args.translations or _find(f"*_dists_{args.release}_main_i18n_Translation-en*")
     skb = build(packages, translations, args.release, args.version)

@@ -1,6 +1,6 @@
 """Compile the hand-written Debian queries into STaRK's layout, answers computed by code.
 
-Each query in ``data/queries.yaml`` was written by looking at a package, its relations and
+Each query in ``data/v1/queries.yaml`` (the v1 query set) was written by looking at a package, its relations and
 its text, in the manner of STaRK's human-generated queries (STaRK paper, Appendix C), and
 carries the two requirements it combines:
 
@@ -17,12 +17,12 @@ carries the two requirements it combines:
   satisfy the query, ``include`` lists packages that do but that the pattern misses
   (they must still pass ``where``).
 
-``python -m harness_debian.queries`` rewrites ``data/qa/`` and prints every query with its
-answers for review; ``--check`` only verifies that ``data/qa/`` is up to date.
+``python -m harness_debian.queries`` rewrites ``data/v1/qa/`` and prints every query with its
+answers for review; ``--check`` only verifies that ``data/v1/qa/`` is up to date.
 
-``--version 2 --data DIR`` compiles evaluation queries v2 instead (recursive relational specs,
-answers judged per relational candidate; ``--review QID``, ``--stats``): see
-:mod:`harness_debian.queries_v2`.
+``--version 2 [--data DIR]`` compiles evaluation queries v2 instead (recursive relational specs,
+answers judged per relational candidate; ``--review QID``, ``--stats``), by default the shipped
+``data/v2``: see :mod:`harness_debian.queries_v2`.
 """
 
 from __future__ import annotations
@@ -41,7 +41,9 @@ import yaml
 from harness import SKB, Query, atomic_write, load_stark_layout, write_stark_csv
 
 DATA = Path(__file__).parent / "data"
-SPEC = DATA / "queries.yaml"
+V1 = DATA / "v1"
+V2 = DATA / "v2"
+SPEC = V1 / "queries.yaml"
 FORWARD = {"maintained_by", "in_section", "tagged", "depends", "recommends", "suggests", "same_source"}
 REVERSE = {"required_by": "depends", "recommended_by": "recommends", "suggested_by": "suggests"}
 VAL_FRACTION = 1 / 3
@@ -162,11 +164,13 @@ def _evidence(skb: SKB, node: int, spec: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true", help="fail if data/qa is out of date")
+    parser.add_argument("--check", action="store_true", help="fail if qa/ is out of date")
     parser.add_argument("--quiet", action="store_true")
     parser.add_argument("--only", type=int, nargs="*", help="review only these query ids")
     parser.add_argument("--version", type=int, choices=(1, 2), default=1, help="query-set version (default 1)")
-    parser.add_argument("--data", type=Path, help="v2: the directory holding skb/, queries.yaml, judgements.yaml")
+    parser.add_argument(
+        "--data", type=Path, help=f"v2: the directory holding skb/, queries.yaml, judgements.yaml (default {V2})"
+    )
     parser.add_argument("--review", type=int, metavar="QID", help="v2: print a query's candidates for judging")
     parser.add_argument("--stats", action="store_true", help="v2: print answer-set statistics")
     args = parser.parse_args(argv)
@@ -174,30 +178,28 @@ def main(argv: list[str] | None = None) -> None:
         from harness import HarnessError
         from harness_debian import queries_v2
 
-        if args.data is None:
-            parser.error("--version 2 needs --data DIR")
         try:
-            print(queries_v2.run(args.data, split_ids, args.check, args.review, args.stats))
+            print(queries_v2.run(args.data or V2, split_ids, args.check, args.review, args.stats))
         except HarnessError as exc:
             sys.exit(f"error: {exc}")
         return
     if args.data or args.review is not None or args.stats:
         parser.error("--data, --review and --stats are for --version 2")
-    skb = SKB.load(DATA / "skb")
+    skb = SKB.load(V1 / "skb")
     specs = yaml.safe_load(SPEC.read_text(encoding="utf-8"))
     try:
         queries = compile_queries(skb, specs)
     except SpecError as exc:
         sys.exit(f"error: {exc}")
     if args.check:
-        shipped = load_stark_layout(DATA / "qa")
+        shipped = load_stark_layout(V1 / "qa")
         expected = {q.id: q for q in queries}
         stale = [q.id for split in shipped for q in shipped.split(split) if expected.get(q.id) != q]
         if stale or sum(shipped.counts().values()) != len(queries):
-            sys.exit(f"data/qa is out of date (queries {stale[:10]}); run python -m harness_debian.queries")
+            sys.exit(f"{V1 / 'qa'} is out of date (queries {stale[:10]}); run python -m harness_debian.queries")
         print(f"{len(queries)} queries up to date")
         return
-    write_layout(DATA / "qa", queries)
+    write_layout(V1 / "qa", queries)
     if not args.quiet:
         for query in queries:
             if args.only and query.id not in args.only:

@@ -1,8 +1,9 @@
 """Evaluation queries v2 for the Debian SKB: recursive relational specs, answers judged per candidate.
 
-A v2 data directory holds ``skb/`` (built by ``python -m harness_debian.build --version 2``),
-``queries.yaml`` and ``judgements.yaml``; ``python -m harness_debian.queries --version 2 --data DIR``
-writes ``DIR/qa/`` (STaRK's layout plus ``requirements.jsonl``).
+A v2 data directory (the shipped one is ``data/v2``) holds ``skb/`` (built by ``python -m
+harness_debian.build --version 2``), ``queries.yaml`` and ``judgements.yaml``; ``python -m
+harness_debian.queries --version 2 [--data DIR]`` writes ``DIR/qa/`` (STaRK's layout plus
+``requirements.jsonl``).
 
 ``queries.yaml`` — a list of queries, written the STaRK human-generated way (paper, Appendix C):
 every requirement is stated in the query text::
@@ -251,16 +252,42 @@ def to_queries(compiled: list[Compiled]) -> list[Query]:
     return [Query(c.spec.id, c.spec.query.strip(), tuple(c.answers)) for c in compiled]
 
 
+def extra_splits(root: Path) -> dict[str, list[Query]]:
+    """TRAIN SPLIT HOOK: splits compiled into ``qa/`` beside the evaluation splits (val, test),
+    e.g. ``{"train": [...]}``, the synthesized training queries with exact answers. None ship
+    yet. Their ids must not repeat an evaluation query's (checked by :func:`all_splits`)."""
+    return {}
+
+
+def all_splits(root: Path, compiled: list[Compiled], split_ids: Any) -> dict[str, list[Query]]:
+    """Every split ``qa/`` holds: the evaluation queries' seeded val/test split, then
+    :func:`extra_splits`."""
+    queries = {q.id: q for q in to_queries(compiled)}
+    splits = {name: [queries[i] for i in ids] for name, ids in split_ids(sorted(queries)).items()}
+    for name, extra in extra_splits(root).items():
+        if name in splits:
+            raise HarnessError(f"{root}: extra split {name!r} has the name of an evaluation split")
+        clash = sorted({q.id for q in extra} & set(queries))
+        if clash:
+            raise HarnessError(f"{root}: split {name!r} reuses evaluation query ids {clash[:10]}")
+        splits[name] = list(extra)
+    return splits
+
+
 def write_qa(root: Path, compiled: list[Compiled], split_ids: Any) -> None:
     """``root/qa`` in STaRK's layout plus ``requirements.jsonl`` (each query's where, hops,
     candidate and answer counts), replaced as a whole."""
-    queries = to_queries(compiled)
+    splits = all_splits(root, compiled, split_ids)
     tmp = Path(tempfile.mkdtemp(dir=root, prefix=".qa-", suffix=".tmp"))
     tmp.chmod(0o755)  # mkdtemp makes it private; qa/ is an ordinary directory
     try:
-        write_stark_csv(tmp / "stark_qa" / "stark_qa.csv", queries)
+        evaluation = to_queries(compiled)  # in queries.yaml's order, then the extra splits'
+        ids = {q.id for q in evaluation}
+        extra = [q for queries in splits.values() for q in queries if q.id not in ids]
+        write_stark_csv(tmp / "stark_qa" / "stark_qa.csv", evaluation + extra)
         (tmp / "split").mkdir()
-        for split, ids in split_ids([q.id for q in queries]).items():
+        for split, queries in splits.items():
+            ids = [q.id for q in queries]
             (tmp / "split" / f"{split}.index").write_text("\n".join(map(str, ids)) + "\n")
         with open(tmp / "requirements.jsonl", "w", encoding="utf-8") as out:
             for c in compiled:
@@ -278,15 +305,16 @@ def write_qa(root: Path, compiled: list[Compiled], split_ids: Any) -> None:
         shutil.rmtree(tmp, ignore_errors=True)  # gone already on success
 
 
-def stale(root: Path, compiled: list[Compiled]) -> list[int]:
-    """Ids whose shipped ``qa/`` row differs from what the specs and judgements give."""
+def stale(root: Path, compiled: list[Compiled], split_ids: Any) -> list[int]:
+    """Ids whose shipped ``qa/`` row (or split) differs from what the specs and judgements give."""
     if not (root / "qa").exists():
         return [c.spec.id for c in compiled]
     shipped = load_stark_layout(root / "qa")
-    expected = {q.id: q for q in to_queries(compiled)}
-    rows = [q for split in shipped for q in shipped.split(split)]
-    bad = [q.id for q in rows if expected.get(q.id) != q]
-    return bad + sorted(set(expected) - {q.id for q in rows})
+    splits = all_splits(root, compiled, split_ids)
+    expected = {(name, q.id): q for name, queries in splits.items() for q in queries}
+    rows = {(name, q.id): q for name in shipped for q in shipped.split(name)}
+    bad = sorted({key[1] for key, q in rows.items() if expected.get(key) != q})
+    return bad + sorted({key[1] for key in set(expected) - set(rows)} - set(bad))
 
 
 def statistics_of(compiled: list[Compiled], split_ids: Any) -> dict[str, Any]:
@@ -348,7 +376,7 @@ def run(root: Path, split_ids: Any, check: bool, review_id: int | None, stats: b
         return review(skb, spec, judgements)
     compiled = compile_v2(skb, specs, judgements, root / "judgements.yaml")
     if check:
-        bad = stale(root, compiled)
+        bad = stale(root, compiled, split_ids)
         if bad:
             raise HarnessError(
                 f"{root / 'qa'} is out of date (queries {bad[:10]}); run python -m harness_debian.queries "

@@ -1,4 +1,4 @@
-"""The embedded Debian SKB: its contents, its queries (answers re-derived by code), its builder."""
+"""The embedded Debian SKB: its contents, its v1 queries (answers re-derived by code), its builder."""
 
 from __future__ import annotations
 
@@ -14,13 +14,14 @@ import harness_debian
 from harness import SKB
 from harness.testing import plugin_manager, tiny_skb
 from harness_debian.build import build, long_description
-from harness_debian.dataset import DATA, DebianDataset
+from harness_debian.dataset import VERSIONS, DebianDataset
 from harness_debian.queries import SPEC, compile_queries
 
 
 @pytest.fixture(scope="module")
 def dataset() -> DebianDataset:
-    return DebianDataset()
+    """v1, whose queries these tests re-derive (v2's: test_debian_v2.py, test_debian_versions.py)."""
+    return DebianDataset(version="1")
 
 
 def test_skb_is_the_main_archive(dataset: DebianDataset) -> None:
@@ -37,19 +38,22 @@ def test_skb_is_the_main_archive(dataset: DebianDataset) -> None:
     assert skb.nodes_of_type("maintainer").size > 1000
 
 
-def test_data_dir_is_the_one_parameter(tmp_path: Path) -> None:
+def test_version_and_data_dir_are_the_parameters(tmp_path: Path) -> None:
     """Another copy in the same layout is read from ``data_dir``; other names are refused."""
-    assert DebianDataset().params == {"data_dir": None}
+    assert DebianDataset().params == {"version": "2", "data_dir": None}
     tiny_skb().save(tmp_path / "skb")
     harness.write_stark_csv(tmp_path / "qa" / "stark_qa" / "stark_qa.csv", [harness.Query(0, "a red kettle", (0,))])
     (tmp_path / "qa" / "split").mkdir()
     (tmp_path / "qa" / "split" / "test.index").write_text("0\n")
     copy = DebianDataset(data_dir=str(tmp_path))
-    assert copy.params == {"data_dir": str(tmp_path)}
+    assert copy.params == {"version": "2", "data_dir": str(tmp_path)}
     assert copy.load_skb().fingerprint == tiny_skb().fingerprint
     assert copy.load_queries().counts() == {"test": 1}
     with pytest.raises(harness.HarnessError, match="datadir: not a parameter"):
         DebianDataset(datadir=str(tmp_path))
+    assert DebianDataset(version=1).version == "1"  # a registry entry's `version: 1`
+    with pytest.raises(harness.HarnessError, match="version: "):
+        DebianDataset(version="3")
 
 
 def test_presets_name_the_dataset_and_make_it_the_default() -> None:
@@ -57,8 +61,10 @@ def test_presets_name_the_dataset_and_make_it_the_default() -> None:
     (registry,) = [fragment for _, fragment in manager.presets()]
     assert not manager.failures
     assert registry.defaults.dataset == "debian"
-    entry = registry.datasets["debian"]
-    assert entry.plugin == DebianDataset.name and entry.splits == ["val", "test"] and entry.description
+    for name, version in (("debian", "2"), ("debian-v1", "1")):
+        entry = registry.datasets[name]
+        assert entry.plugin == DebianDataset.name and entry.splits == ["val", "test"] and entry.description
+        assert DebianDataset(**entry.params).version == version
 
 
 def test_queries_are_many_split_and_answerable(dataset: DebianDataset) -> None:
@@ -86,10 +92,11 @@ def test_query_compiler_check_mode() -> None:
     assert "up to date" in result.stdout
 
 
-def test_dataset_card_is_shipped() -> None:
-    card = (DATA / "README.md").read_text()
-    for word in ("bookworm", "Packages", "Translation-en", "licen", "python -m harness_debian.build"):
-        assert word in card
+def test_dataset_cards_are_shipped() -> None:
+    for root in VERSIONS.values():
+        card = (root / "README.md").read_text()
+        for word in ("bookworm", "Packages", "Translation-en", "licen", "python -m harness_debian.build"):
+            assert word in card, (root, word)
 
 
 PACKAGES = """\

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import lzma
+import re
 import statistics
 import subprocess
 import sys
@@ -25,11 +26,13 @@ from harness_debian.queries import split_ids
 from harness_debian.queries_v2 import hops, run
 
 REPO = Path(__file__).resolve().parents[3]
-# the last commit that changed the builder before v2: what built the shipped data/skb
+# the last commit that changed the builder before v2: what built the shipped data/v1/skb
 V1_BUILDER_COMMIT = "bc160cc8f6cf180c32871674678101a1f0b987dd"
 V1_BUILDER_PATH = "plugins/harness-debian/harness_debian/build.py"
 
 GURKAN_NFD = unicodedata.normalize("NFD", "Gürkan Myczko")
+# an e-mail address as a reader would spot one, written independently of build.ADDRESS
+ADDRESS_LIKE = re.compile(r"[^\s<>()\[\]\"',;:/&]+@[a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z]{2,}\b", re.IGNORECASE)
 
 PACKAGES = f"""\
 Package: python3-foo
@@ -205,9 +208,15 @@ def _v1_builder() -> types.ModuleType:
     return module
 
 
-def test_version_1_build_is_what_the_pre_v2_builder_builds(tmp_path: Path) -> None:
+def test_version_1_build_is_what_the_pre_v2_builder_builds_without_addresses(tmp_path: Path) -> None:
     packages, translations = _archive(tmp_path)
     old = _v1_builder().build(packages, translations, "test")
+    maintainer = old.node_type_names.index("maintainer")
+    assert any("email" in old.fields[n] for n in np.flatnonzero(old.node_types == maintainer))
+    # the pre-v2 builder's SKB with the maintainers' e-mail field removed, and nothing else
+    for node in np.flatnonzero(old.node_types == maintainer):
+        old.fields[int(node)].pop("email", None)
+    old._fingerprint = None
     new = build(packages, translations, "test")  # version 1 is the default
     assert _saved(new, tmp_path / "new") == _saved(old, tmp_path / "old")
     assert new.fingerprint == old.fingerprint
@@ -253,8 +262,49 @@ def test_version_2_keeps_no_email_address(tmp_path: Path) -> None:
         skb.fields[pid["foo-tools"]]["description"]
         == "Tools to convert foo files.\nIncludes foo-convert and foo-check."
     )
-    with pytest.raises(SystemExit):
-        build_module.main(["--packages", str(packages), "--translations", str(translations), "--version", "2"])
+
+
+def test_version_2_redacts_email_addresses_in_package_texts(tmp_path: Path) -> None:
+    """Addresses quoted in summaries, descriptions and homepages become ``<e-mail removed>`` in
+    v2 (v1 keeps them); an ``@`` that is no address (Perl's ``@ISA``, ``SETI@home``) stays."""
+    packages, translations = _archive(tmp_path)
+    quoting = (
+        "Package: quoting\nVersion: 1\nMaintainer: Jane Doe <jane@example.org>\n"
+        "Homepage: http://www.example.net/~jdoe@example.net/\nDescription: mail jdoe@example.net\n"
+        "Description-md5: bbb1\nSection: misc\n"
+    )
+    packages.write_text(PACKAGES + "\n" + quoting, encoding="utf-8")
+    body = (
+        "Written by J. Doe <j.doe@mail.example.co.uk> and &lt;x.y@example.org&gt;; list: dev@lists.example.org.\n"
+        " Sets @ISA and runs SETI@home work units.\n"
+    )
+    translations.write_text(
+        TRANSLATIONS + "\nPackage: quoting\nDescription-md5: bbb1\nDescription-en: mail jdoe@example.net\n " + body,
+        encoding="utf-8",
+    )
+    build_module.main(["--packages", str(packages), "--translations", str(translations), "--release", "test",
+                       "--version", "2", "--out", str(tmp_path / "v2")])  # fmt: skip
+    skb = SKB.load(tmp_path / "v2")
+    node = skb.names.index("quoting")
+    assert skb.fields[node]["summary"] == "mail <e-mail removed>"
+    assert skb.fields[node]["homepage"] == "http://www.example.net/~<e-mail removed>/"
+    assert skb.fields[node]["description"] == (
+        "Written by J. Doe <e-mail removed> and <e-mail removed>; list: <e-mail removed>. "
+        "Sets @ISA and runs SETI@home work units."
+    )
+    saved = _saved(skb, tmp_path / "resaved")["nodes"]
+    assert not ADDRESS_LIKE.search(saved), ADDRESS_LIKE.search(saved)
+    v1 = build(packages, translations, "test", version=1)
+    assert "j.doe@mail.example.co.uk" in v1.fields[v1.names.index("quoting")]["description"]
+
+
+def test_the_default_output_is_the_shipped_directory_of_the_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    packages, translations = _archive(tmp_path)
+    monkeypatch.setattr(build_module, "DATA", tmp_path / "data")  # not the shipped data
+    build_module.main(["--packages", str(packages), "--translations", str(translations), "--version", "2"])
+    assert SKB.load(tmp_path / "data" / "v2" / "skb").counts()["candidates"] == PACKAGES.count("Package: ")
 
 
 # -- queries v2 -------------------------------------------------------------------------

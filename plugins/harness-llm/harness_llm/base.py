@@ -144,11 +144,15 @@ class ResilientLLM(LLM):
     def _ask(self, messages: list[Message], max_tokens: int, temperature: float, path: Path) -> Completion:
         started = time.perf_counter()
         attempt = self._with_retries(messages, max_tokens, temperature)
+        return self._record(attempt, time.perf_counter() - started, path)
+
+    def _record(self, attempt: Attempt, seconds: float, path: Path) -> Completion:
+        """Cache and count a fresh answer (``path``: its cache entry)."""
         completion = Completion(
             attempt.text,
             attempt.input_tokens,
             attempt.output_tokens,
-            time.perf_counter() - started,
+            seconds,
             self._cost(attempt.input_tokens, attempt.output_tokens),
         )
         if self.options.cache:

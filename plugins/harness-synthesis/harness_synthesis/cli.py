@@ -22,6 +22,17 @@ def add_command(cli: click.Group) -> None:
     @click.option("--templates", help="template set (default: the dataset's name without 'stark-')")
     @click.option("--role", help="who asks (default by template set: customer, researcher, doctor, Debian user)")
     @click.option("--max-candidates", type=int, default=20, show_default=True)
+    @click.option(
+        "--doc-chars",
+        type=int,
+        help="characters of each document the LLM reads (default: 1500 for properties, 1000 for verifying)",
+    )
+    @click.option(
+        "--exclude-answers-of",
+        "exclude_splits",
+        multiple=True,
+        help="a split of the dataset whose answers are never a gold answer (repeat; e.g. val, test)",
+    )
     @click.option("--seed", type=int, default=0, show_default=True)
     @click.option("--out", type=click.Path(file_okay=False), required=True)
     @click.option("--data-dir", type=click.Path(file_okay=False))
@@ -34,6 +45,8 @@ def add_command(cli: click.Group) -> None:
         templates: str | None,
         role: str | None,
         max_candidates: int,
+        exclude_splits: tuple[str, ...],
+        doc_chars: int | None,
         seed: int,
         out: str,
         data_dir: str | None,
@@ -55,13 +68,23 @@ def add_command(cli: click.Group) -> None:
         templates = templates or dataset.removeprefix("stark-")
         role = role or ROLES.get(templates, "user")
         common = {"llm": llm, "llm_params": params, "role": role}
+        source = harness.load_dataset(dataset, data_dir)
+        excluded: set[int] = set()
+        if exclude_splits:
+            for split in exclude_splits:
+                source.check_split(split)
+            queries = source.load_queries()
+            excluded = {a for split in exclude_splits for q in queries.split(split) for a in q.answer_ids}
+        shown = {"doc_chars": doc_chars} if doc_chars else {}
         stages = [
-            RelationalRequirement(templates=templates, n=count, max_candidates=max_candidates),
-            TextualProperties(**common),
+            RelationalRequirement(
+                templates=templates, n=count, max_candidates=max_candidates, exclude_gold=sorted(excluded)
+            ),
+            TextualProperties(**common, **shown),
             Fuse(**common),
-            Filter(**common, verifiers=list(verifiers), max_candidates=max_candidates),
+            Filter(**common, **shown, verifiers=list(verifiers), max_candidates=max_candidates),
         ]
-        skb = harness.load_dataset(dataset, data_dir).load_skb()
+        skb = source.load_skb()
         drafts = run_pipeline(skb, stages, seed, Path(out) / "work", progress=click.echo)
         config = {
             "templates": templates,
@@ -70,6 +93,9 @@ def add_command(cli: click.Group) -> None:
             "verifiers": list(verifiers),
             "n": count,
             "max_candidates": max_candidates,
+            "doc_chars": doc_chars,
+            "excluded_answers_of": list(exclude_splits),
+            "excluded_golds": {"count": len(excluded), "digest": harness.stable_hash(sorted(excluded))},
             "seed": seed,
         }
         summary = write_query_set(Path(out), dataset, drafts, config, seed)

@@ -9,7 +9,9 @@
    recorded (the paper reports 86.6 / 98.9 / 92.3% on its datasets); it stays an answer.
 
 Prompts are this project's own, in the paper's spirit. Answers the parsers cannot use are
-recorded in the provenance rather than guessed at.
+recorded in the provenance rather than guessed at. Each stage asks its prompts for all drafts
+together (``complete_many``), so a provider that batches (``local`` with ``batch_size``) or
+runs requests concurrently does; a progress bar counts the answers.
 """
 
 from __future__ import annotations
@@ -76,6 +78,20 @@ class LLMStage(SynthesisStage):
             self._llm = get_llm(self.options.llm, **self.options.llm_params)
         return self._llm
 
+    def ask(self, llm: LLM, prompts: list[list[Message]], max_tokens: int, what: str) -> list[str]:
+        """Every prompt's answer, in order, asked in chunks with a progress bar on stderr."""
+        from rich.progress import Progress
+
+        answers: list[str] = []
+        chunk = 64  # the response cache keeps each answer, so an interruption loses at most a chunk
+        with Progress(transient=True, disable=len(prompts) < chunk) as progress:
+            task = progress.add_task(f"{self.name}: {what}", total=len(prompts))
+            for start in range(0, len(prompts), chunk):
+                done = llm.complete_many(prompts[start : start + chunk], max_tokens=max_tokens)
+                answers.extend(c.text for c in done)
+                progress.advance(task, len(done))
+        return answers
+
     @staticmethod
     def gold(draft: Draft) -> int:
         try:
@@ -97,12 +113,12 @@ class TextualProperties(LLMStage):
     options: Options
 
     def run(self, skb: SKB, drafts: Sequence[Draft], seed: int) -> list[Draft]:
-        out = []
+        prompts = []
         for draft in drafts:
             gold = self.gold(draft)
-            kind, name = skb.node_type(gold), str(skb.names[gold])
+            kind = skb.node_type(gold)
             document = skb.document(gold)[: self.options.doc_chars]
-            answer = self.llm().complete(
+            prompts.append(
                 [
                     Message(
                         "system",
@@ -115,15 +131,18 @@ class TextualProperties(LLMStage):
                         f"(a few words each, taken from the text) that a {self.options.role} might ask "
                         "for. One per line. Do not use its name.",
                     ),
-                ],
-                max_tokens=80,
+                ]
             )
-            properties = parse_properties(answer.text, self.options.properties, exclude=name)
+        answers = self.ask(self.llm(), prompts, 80, "properties")
+        out = []
+        for draft, answer in zip(drafts, answers, strict=True):
+            name = str(skb.names[self.gold(draft)])
+            properties = parse_properties(answer, self.options.properties, exclude=name)
             if not properties:
                 continue  # nothing usable: the draft is dropped, as a failed extraction
             provenance = {
                 **draft.provenance,
-                self.name: {"role": self.options.role, "properties": properties, "raw": answer.text},
+                self.name: {"role": self.options.role, "properties": properties, "raw": answer},
             }
             out.append(Draft(draft.id, draft.text, list(draft.answer_ids), provenance))
         return out
@@ -144,40 +163,51 @@ class Fuse(LLMStage):
     options: Options
 
     def run(self, skb: SKB, drafts: Sequence[Draft], seed: int) -> list[Draft]:
-        out, role = [], self.options.role
-        for draft in drafts:
-            properties = draft.provenance.get("textual", {}).get("properties", [])
-            fused = self.llm().complete(
+        role = self.options.role
+        properties = [d.provenance.get("textual", {}).get("properties", []) for d in drafts]
+        fused = self.ask(
+            self.llm(),
+            [
                 [
                     Message(
                         "user",
                         f"Write one search request that a {role} could type, asking for: {draft.text} "
-                        f"It must also ask for these properties: {'; '.join(properties)}. "
+                        f"It must also ask for these properties: {'; '.join(props)}. "
                         "Reply with the request only.",
                     )
-                ],
-                max_tokens=80,
-            )
-            first = _clean_query(fused.text) or draft.text
-            rephrased = self.llm(self.options.rephrase_llm).complete(
+                ]
+                for draft, props in zip(drafts, properties, strict=True)
+            ],
+            80,
+            "fuse",
+        )
+        firsts = [_clean_query(answer) or draft.text for draft, answer in zip(drafts, fused, strict=True)]
+        rephrased = self.ask(
+            self.llm(self.options.rephrase_llm),
+            [
                 [
                     Message(
                         "user",
                         f"Rewrite this search request the way a {role} would ask it, adding a short reason "
                         f"for asking. Keep every requirement. Reply with the request only.\n\n{first}",
                     )
-                ],
-                max_tokens=100,
-            )
+                ]
+                for first in firsts
+            ],
+            100,
+            "rephrase",
+        )
+        out = []
+        for draft, props, first, again in zip(drafts, properties, firsts, rephrased, strict=True):
             # The request must still name every slot entity, or the relational requirement is
             # lost (small models drift): fall back to the fused text, then to the template.
             names = [a["name"] for a in draft.provenance.get("relational", {}).get("anchors", {}).values()]
-            text, used = _clean_query(rephrased.text), "rephrased"
+            text, used = _clean_query(again), "rephrased"
             if not _mentions(text, names):
                 text, used = first, "fused"
             if not _mentions(text, names):
-                text, used = f"{draft.text} It should have: {'; '.join(properties)}.", "template"
-            provenance = {**draft.provenance, self.name: {"fused": first, "rephrased": rephrased.text, "used": used}}
+                text, used = f"{draft.text} It should have: {'; '.join(props)}.", "template"
+            provenance = {**draft.provenance, self.name: {"fused": first, "rephrased": again, "used": used}}
             out.append(Draft(draft.id, text, list(draft.answer_ids), provenance))
         return out
 
@@ -210,22 +240,23 @@ class Filter(LLMStage):
 
     def run(self, skb: SKB, drafts: Sequence[Draft], seed: int) -> list[Draft]:
         judges = [self.llm(), *(self.llm(spec) for spec in self.options.verifiers)]
+        kept = [d for d in drafts if len(d.answer_ids) <= self.options.max_candidates]
+        asked = [(d, n) for d in kept for n in d.answer_ids]
+        questions = [self._question(skb, n, d.provenance.get("textual", {}).get("properties", [])) for d, n in asked]
+        # votes[i][j]: judge j's verdict on question i
+        by_judge = [self.ask(judge, questions, 4, f"verify with {judge.label}") for judge in judges]
+        votes = {(d.id, n): [parse_yes_no(answers[i]) for answers in by_judge] for i, (d, n) in enumerate(asked)}
         out = []
-        for draft in drafts:
-            if len(draft.answer_ids) > self.options.max_candidates:
-                continue
-            gold, properties = self.gold(draft), draft.provenance.get("textual", {}).get("properties", [])
-            verdicts: dict[int, list[bool | None]] = {
-                node: [parse_yes_no(judge.complete(question, max_tokens=4).text) for judge in judges]
-                for node, question in ((n, self._question(skb, n, properties)) for n in draft.answer_ids)
-            }
-            answers = sorted({gold, *(n for n, votes in verdicts.items() if all(v is True for v in votes))})
+        for draft in kept:
+            gold = self.gold(draft)
+            verdicts = {n: votes[(draft.id, n)] for n in draft.answer_ids}
+            answers = sorted({gold, *(n for n, v in verdicts.items() if all(x is True for x in v))})
             provenance = {
                 **draft.provenance,
                 self.name: {
                     "verifiers": [j.label for j in judges],
                     "gold_passed": all(v is True for v in verdicts.get(gold, [])),
-                    "verdicts": {str(n): votes for n, votes in verdicts.items()},
+                    "verdicts": {str(n): v for n, v in verdicts.items()},
                     "candidates_before": len(draft.answer_ids),
                 },
             }

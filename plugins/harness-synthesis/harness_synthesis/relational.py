@@ -35,6 +35,11 @@ class RelationalRequirement(SynthesisStage):
         n: int = Field(10, ge=1, description="drafts to produce (ids continue after any drafts given)")
         min_candidates: int = Field(1, ge=1, description="fewest answers a grounded requirement may admit")
         max_candidates: int = Field(200, ge=1, description="most answers a grounded requirement may admit")
+        exclude_gold: list[int] = Field(
+            default_factory=list,
+            description="nodes never drawn as the gold answer (an evaluation set's answers, so a train "
+            "set shares no (template, gold) pair with it)",
+        )
 
         @model_validator(mode="after")
         def _check(self) -> Self:
@@ -52,6 +57,7 @@ class RelationalRequirement(SynthesisStage):
         if not usable:
             raise HarnessError(f"relational: no {self.options.templates!r} template fits SKB {skb.name!r}")
         out, next_id = list(drafts), max((d.id for d in drafts), default=-1) + 1
+        excluded = set(self.options.exclude_gold)
         attempts = 0
         while len(out) - len(drafts) < self.options.n:
             attempts += 1
@@ -62,6 +68,8 @@ class RelationalRequirement(SynthesisStage):
             if grounded is None:
                 continue
             gold, anchors = grounded
+            if gold in excluded:
+                continue
             found = candidates(skb, template, anchors)
             if not self.options.min_candidates <= len(found) <= self.options.max_candidates:
                 continue

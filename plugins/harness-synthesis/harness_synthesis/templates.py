@@ -394,6 +394,53 @@ TEMPLATES: dict[str, list[Template]] = {
             tag="tag <-tagged- package",
             maintainer="maintainer <-maintained_by- package",
         ),
+        _t(
+            "package>recommends",
+            "Which packages does <package> recommend?",
+            "package",
+            package="package -recommends-> package",
+        ),
+        _t(
+            "section>package<depends",
+            "Which packages in the <section> section depend on <package>?",
+            "package",
+            section="section <-in_section- package",
+            package="package <-depends- package",
+        ),
+        # two hops: a requirement on a neighbour of the answer
+        _t(
+            "maintainer>package>depends",
+            "Which packages depend on a package maintained by <maintainer>?",
+            "package",
+            maintainer="maintainer <-maintained_by- package <-depends- package",
+        ),
+        _t(
+            "package>maintainer>package",
+            "Which other packages are maintained by the maintainer of <package>?",
+            "package",
+            package="package -maintained_by-> maintainer <-maintained_by- package",
+        ),
+        _t(
+            "tag>package+maintainer>package>depends",
+            "Which packages tagged <tag> depend on a package maintained by <maintainer>?",
+            "package",
+            tag="tag <-tagged- package",
+            maintainer="maintainer <-maintained_by- package <-depends- package",
+        ),
+        _t(
+            "section>package+maintainer>package>depends",
+            "Which packages in the <section> section depend on a package maintained by <maintainer>?",
+            "package",
+            section="section <-in_section- package",
+            maintainer="maintainer <-maintained_by- package <-depends- package",
+        ),
+        _t(
+            "maintainer>package+section>package<depends",
+            "Which packages maintained by <maintainer> are needed by a package in the <section> section?",
+            "package",
+            maintainer="maintainer <-maintained_by- package",
+            section="section <-in_section- package -depends-> package",
+        ),
     ],
 }
 

@@ -85,6 +85,7 @@ def test_the_stage_is_a_plugin_and_checks_its_parameters(skb: SKB, plugins: Any)
         "n": 3,
         "min_candidates": 1,
         "max_candidates": 200,
+        "exclude_gold": [],
     }
     fuse = Fuse(llm="openai:m", llm_params={"base_url": "http://127.0.0.1:1/v1"})
     assert fuse.params["llm_params"] == {**OpenAILLM("m").params, "base_url": "http://127.0.0.1:1/v1"}

@@ -1,0 +1,76 @@
+"""``harness train``: train a trained retriever on a dataset's train split and cache its checkpoint."""
+
+from __future__ import annotations
+
+import click
+
+from harness.cli.common import (
+    data_dir_option,
+    echo_json,
+    format_option,
+    progress,
+    registry_option,
+    stdout,
+    training_options,
+)
+from harness.errors import HarnessError
+from harness.plugins.hookspecs import hookimpl
+
+
+@click.command()
+@click.option("--retriever", "-r", required=True, help="registry entry or plugin retriever name (a trained one)")
+@click.option("--dataset", "-d", help="registry entry or plugin dataset name")
+@training_options
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@data_dir_option
+@format_option()
+@registry_option
+def train(
+    retriever: str,
+    dataset: str | None,
+    train_split: str,
+    validation_split: str,
+    seed: int,
+    device: str,
+    data_dir: str | None,
+    fmt: str,
+    registry_path: str | None,
+) -> None:
+    """Train a retriever (and the trained retrievers it uses) on the dataset's train split, or
+    find the checkpoint of exactly this training in the cache. `harness run` then evaluates it
+    without training again; the checkpoint is keyed by the training queries, the base model,
+    every parameter and the seed."""
+    from harness.plugins import get_plugin_manager
+    from harness.run import Runner, load_registry, resolve
+
+    plugins = get_plugin_manager()
+    registry = load_registry(registry_path, plugins)
+    params = {"data_dir": data_dir} if data_dir else None
+    # nothing is evaluated: the spec's split (the registry default) only passes resolve's checks
+    spec = resolve(registry, plugins, retriever, dataset, seed=seed, dataset_params=params, train_split=train_split)
+    if spec.main.instance.regime != "trained":
+        raise HarnessError(f"retriever {retriever!r} is {spec.main.instance.regime}: it has nothing to train")
+    with progress() as task_factory:
+        runner = Runner(
+            plugins,
+            device=device,
+            progress=task_factory,
+            train_split=train_split,
+            validation_split=None if validation_split == "none" else validation_split,
+        )
+        trained = runner.train(spec)
+    if fmt == "json":
+        echo_json({name: info.model_dump(mode="json") for name, info in trained.items()})
+        return
+    for name, info in trained.items():
+        stdout.print(
+            f"{name}: trained on {info.split} ({info.queries} queries, digest {info.digest}) in {info.seconds:.1f} s "
+            f"on {info.device}; checkpoint {info.checkpoint} ({info.checkpoint_digest[:16]})",
+            highlight=False,
+        )
+
+
+@hookimpl
+def register_commands(cli: click.Group) -> None:
+    cli.add_command(train)

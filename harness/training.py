@@ -1,0 +1,306 @@
+"""Training a retriever: the lifecycle a ``regime = "trained"`` retriever goes through.
+
+Before a trained retriever is built, the runner (``harness run``) or ``harness train`` calls
+:func:`ensure_trained`:
+
+1. the training queries (the dataset's ``train`` split, or ``--train-split``) and, for early
+   stopping, a validation split (``val`` by default) are loaded. Training on the split being
+   evaluated is refused, as is validating on it, and so is a train split sharing a query id or
+   text with it: the evaluation would measure memory, not retrieval.
+2. The checkpoint is keyed by content: the retriever's plugin, version and parameters, what it
+   says in :meth:`Retriever.training_identity` (the base model's weights digest), the SKB's
+   fingerprint, the digests of the training and validation queries and the seed. A verified
+   checkpoint of that key is loaded (:meth:`Retriever.load_checkpoint`) instead of training.
+3. Otherwise (unless the caller forbids training) the seeds are set, ``fit`` runs with a
+   :class:`TrainContext`, and what it wrote to ``context.checkpoint_dir`` becomes the
+   checkpoint: a manifest of digests, ``training.json`` (splits, digests, seconds, hardware)
+   and the curve ``curve.jsonl`` (what ``context.log`` received), moved into the cache at
+   once. ``context.work_dir`` survives a kill: a plugin keeps its epoch checkpoints there and
+   resumes from the last one when training is asked again.
+
+The row of a trained run records :class:`TrainingInfo` (``row.training``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.caches import MANIFEST, directory_digest, entry_lock, verified_entry, write_manifest
+from harness.errors import HarnessError
+from harness.io import atomic_write, replace_dir, stable_hash, write_json
+from harness.queries import Query
+from harness.retriever import BuildContext, Retriever
+from harness.skb import SKB
+
+__all__ = ["TrainContext", "TrainingInfo", "TrainingPlan", "ensure_trained", "plan_training", "plot_curve"]
+
+
+@dataclass
+class TrainContext(BuildContext):
+    """What ``fit`` receives besides the SKB and the training queries.
+
+    Attributes:
+        validation: queries for early stopping and model selection (may be empty).
+        seed: the seed (Python, NumPy and PyTorch are seeded with it before ``fit``).
+        checkpoint_dir: write the trained model here; :meth:`Retriever.load_checkpoint`
+            reads it back. It becomes the cache entry when ``fit`` returns.
+        work_dir: kept across a kill: epoch checkpoints go here, so ``fit`` can resume from
+            the last one (it is removed once the checkpoint is stored).
+    """
+
+    validation: Sequence[Query] = ()
+    seed: int = 0
+    checkpoint_dir: Path = Path()
+    work_dir: Path = Path()
+    _curve: list[dict[str, Any]] = field(default_factory=list)
+
+    def log(self, **values: float | int) -> None:
+        """Record a point of the training curve (``epoch=1, loss=0.42, val_mrr=0.31``)."""
+        point = {key: (float(v) if isinstance(v, float) else int(v)) for key, v in values.items()}
+        self._curve.append(point)
+        with open(self.work_dir / "curve.jsonl", "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(point) + "\n")
+
+    def curve(self) -> list[dict[str, Any]]:
+        """The points logged so far, those of an interrupted earlier attempt included."""
+        path = self.work_dir / "curve.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+class TrainingInfo(BaseModel):
+    """How a trained retriever was trained (a row's ``training``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    split: str = Field(description="the split trained on")
+    queries: int = Field(ge=0)
+    digest: str = Field(description="digest of the training queries (ids, texts, answer ids)")
+    validation_split: str | None = None
+    validation_digest: str | None = None
+    seed: int
+    checkpoint: str = Field(description="the checkpoint's content key")
+    checkpoint_digest: str = Field(description="digest of the checkpoint's files")
+    seconds: float = Field(ge=0, description="training time, when the checkpoint was made")
+    device: str = Field(description="where it was trained")
+    hardware: str = Field(description="the machine it was trained on")
+
+
+@dataclass
+class TrainingPlan:
+    """The splits and the checkpoint key of one training, known before anything trains."""
+
+    split: str
+    train: list[Query]
+    validation_split: str | None
+    validation: list[Query]
+    seed: int
+    key: str
+
+    def configuration(self) -> dict[str, Any]:
+        """What enters a run's configuration hash: other training data is another run."""
+        return {"split": self.split, "checkpoint": self.key, "seed": self.seed}
+
+
+def _digest(queries: Sequence[Query]) -> str:
+    return stable_hash([[q.id, q.text, list(q.answer_ids)] for q in queries])
+
+
+def plan_training(
+    name: str,
+    retriever: Retriever,
+    info: dict[str, Any],
+    skb: SKB,
+    splits: dict[str, list[Query]],
+    evaluated: str | None,
+    train_split: str = "train",
+    validation_split: str | None = "val",
+    seed: int = 0,
+) -> TrainingPlan:
+    """Choose and check the splits; compute the checkpoint key. ``splits``: the dataset's
+    query splits; ``evaluated``: the split the run evaluates (None for ``harness train``);
+    ``info``: the retriever's configuration (plugin, version, parameters)."""
+    known = ", ".join(splits) or "none"
+    if train_split not in splits:
+        raise HarnessError(
+            f"retriever {name!r} trains on split {train_split!r}, which the dataset lacks (has: {known})"
+        )
+    if evaluated is not None and train_split == evaluated:
+        raise HarnessError(
+            f"retriever {name!r} would train on split {evaluated!r}, the split being evaluated; "
+            "train on another split (--train-split)"
+        )
+    if validation_split is not None and validation_split not in splits:
+        validation_split = None  # no such split: train without early stopping (recorded in the row)
+    if validation_split is not None and validation_split == evaluated:
+        validation_split = None  # selecting a model on the evaluated split would leak it
+    if validation_split == train_split:
+        raise HarnessError(f"retriever {name!r}: the validation split must differ from the train split")
+    train = splits[train_split]
+    if evaluated is not None:
+        tested = splits[evaluated]
+        shared_ids = {q.id for q in train} & {q.id for q in tested}
+        shared_texts = {q.text.strip().lower() for q in train} & {q.text.strip().lower() for q in tested}
+        if shared_ids or shared_texts:
+            what = f"{len(shared_ids)} query ids" if shared_ids else f"{len(shared_texts)} query texts"
+            raise HarnessError(
+                f"split {train_split!r} shares {what} with the evaluated split {evaluated!r}: training on it "
+                "would train on the evaluation"
+            )
+    validation = splits[validation_split] if validation_split else []
+    key = stable_hash(
+        {
+            "retriever": info,
+            "identity": retriever.training_identity(),
+            "skb": skb.fingerprint,
+            "train": [train_split, _digest(train)],
+            "validation": [validation_split, _digest(validation)] if validation_split else None,
+            "seed": seed,
+        }
+    )
+    return TrainingPlan(train_split, train, validation_split, validation, seed, key)
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and (when installed) PyTorch, with deterministic CPU kernels."""
+    import numpy as np
+
+    random.seed(seed)
+    np.random.seed(seed)
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+def ensure_trained(
+    name: str,
+    retriever: Retriever,
+    skb: SKB,
+    plan: TrainingPlan,
+    context: BuildContext,
+    allow_training: bool = True,
+) -> TrainingInfo:
+    """Load the checkpoint of ``plan`` into ``retriever``, training it first when there is none."""
+    from harness.run.record import hardware
+
+    entry = context.cache_dir / "checkpoints" / f"{name}-{plan.key}"
+    with entry_lock(entry, "training"):
+        if not verified_entry(entry):
+            if not allow_training:
+                raise HarnessError(
+                    f"retriever {name!r} has no checkpoint for this training data ({entry.name}); "
+                    f"train it with `harness train -r {name} -d DATASET`, or run without --no-train"
+                )
+            _train(name, retriever, skb, plan, context, entry, hardware(context.device).cpu)
+        recorded = json.loads((entry / "training.json").read_text(encoding="utf-8"))
+        try:
+            retriever.load_checkpoint(entry)
+        except HarnessError:
+            raise
+        except Exception as exc:
+            raise HarnessError(
+                f"retriever {name!r}: loading checkpoint {entry} failed ({type(exc).__name__}: {exc})"
+            ) from exc
+    return TrainingInfo(**recorded, checkpoint_digest=directory_digest(entry, skip=(MANIFEST,)))
+
+
+def _train(
+    name: str, retriever: Retriever, skb: SKB, plan: TrainingPlan, context: BuildContext, entry: Path, cpu: str
+) -> None:
+    work = entry.with_name(f"{entry.name}.work")  # survives a kill: epoch checkpoints, the curve so far
+    work.mkdir(parents=True, exist_ok=True)
+    final = work / "checkpoint"
+    if final.exists():
+        shutil.rmtree(final)  # a half-written final checkpoint is never reused
+    final.mkdir()
+    train_context = TrainContext(
+        cache_dir=context.cache_dir,
+        device=context.device,
+        progress=context.progress,
+        build_retriever=context.build_retriever,
+        validation=plan.validation,
+        seed=plan.seed,
+        checkpoint_dir=final,
+        work_dir=work,
+    )
+    seed_everything(plan.seed)
+    started = time.perf_counter()
+    try:
+        retriever.fit(skb, plan.train, train_context)
+    except HarnessError:
+        raise
+    except Exception as exc:
+        raise HarnessError(f"retriever {name!r} failed to train: {type(exc).__name__}: {exc}") from exc
+    seconds = time.perf_counter() - started
+    if not any(final.iterdir()):
+        raise HarnessError(f"retriever {name!r}: fit() wrote nothing to context.checkpoint_dir")
+    curve = work / "curve.jsonl"
+    if curve.exists():
+        shutil.copyfile(curve, final / "curve.jsonl")
+    write_json(
+        final / "training.json",
+        {
+            "split": plan.split,
+            "queries": len(plan.train),
+            "digest": _digest(plan.train),
+            "validation_split": plan.validation_split,
+            "validation_digest": _digest(plan.validation) if plan.validation_split else None,
+            "seed": plan.seed,
+            "checkpoint": plan.key,
+            "seconds": round(seconds, 3),
+            "device": context.device,
+            "hardware": cpu,
+        },
+    )
+    write_manifest(final)
+    replace_dir(final, entry)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def plot_curve(checkpoint: Path, out: Path, title: str) -> bool:
+    """Draw the checkpoint's training curve (every logged value against the step or epoch) as
+    a PNG; False when nothing was logged."""
+    path = checkpoint / "curve.jsonl"
+    points = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    if not points:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x_key = "step" if all("step" in p for p in points) else "epoch" if all("epoch" in p for p in points) else None
+    xs = [p[x_key] for p in points] if x_key else list(range(len(points)))
+    series = sorted({k for p in points for k in p if k not in ("step", "epoch")})
+    figure, axes = plt.subplots(len(series), 1, figsize=(6, 2.2 * len(series)), squeeze=False)
+    for axis, key in zip(axes[:, 0], series, strict=True):
+        pairs = [(x, p[key]) for x, p in zip(xs, points, strict=True) if key in p]
+        axis.plot([a for a, _ in pairs], [b for _, b in pairs], marker="o", markersize=3)
+        axis.set_ylabel(key)
+        axis.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel(x_key or "point")
+    axes[0, 0].set_title(title)
+    figure.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(out, "wb") as handle:
+        figure.savefig(handle, format="png", dpi=100)
+    plt.close(figure)
+    return True
+
+
+def checkpoint_path(cache_dir: Path, name: str, plan: TrainingPlan) -> Path:
+    """Where the checkpoint of ``plan`` is (or will be) cached."""
+    return Path(os.fspath(cache_dir)) / "checkpoints" / f"{name}-{plan.key}"
