@@ -47,6 +47,7 @@ _EXPORTS: dict[str, str] = {
     "Query": "harness.queries",
     "QuerySet": "harness.queries",
     "load_stark_layout": "harness.queries",
+    "read_stark_csv": "harness.queries",
     "write_stark_csv": "harness.queries",
     "Dataset": "harness.dataset",
     "DirectoryDataset": "harness.dataset",
@@ -129,7 +130,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at runtime the names load on fi
     from harness.options import DocumentOptions, Options, parse_options
     from harness.plugins import lookup
     from harness.plugins.hookspecs import hookimpl, hookspec
-    from harness.queries import Query, QuerySet, load_stark_layout, write_stark_csv
+    from harness.queries import Query, QuerySet, load_stark_layout, read_stark_csv, write_stark_csv
     from harness.retriever import BuildContext, ProgressTask, Ranking, Reranker, Retriever
     from harness.retry import Retryable, RetryPolicy
     from harness.retry import classify as classify_failure

@@ -176,4 +176,6 @@ def test_a_condition_expecting_an_unknown_metric_is_refused_before_the_run(tmp_p
 @pytest.mark.usefixtures("watched")
 def test_a_trained_retriever_on_a_dataset_without_a_train_split_is_refused_before_loading() -> None:
     code, err = invoke("run", "-r", "trained")
-    assert code == 2 and err == "error: retriever 'trained' trains on split 'train'; 'watched' has none (has: test, val)"
+    assert (
+        code == 2 and err == "error: retriever 'trained' trains on split 'train'; 'watched' has none (has: test, val)"
+    )

@@ -239,3 +239,11 @@ def training_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--train-split", default="train", show_default=True, help="split trained retrievers train on")(
         command
     )
+
+
+def seed_and_device_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--seed`` and ``--device``, shared by ``run`` and ``train``."""
+    command = click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)(
+        command
+    )
+    return click.option("--seed", type=int, default=0, show_default=True)(command)

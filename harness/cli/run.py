@@ -14,6 +14,7 @@ from harness.cli.common import (
     format_option,
     progress,
     registry_option,
+    seed_and_device_options,
     stdout,
     training_options,
 )
@@ -29,8 +30,7 @@ from harness.plugins.hookspecs import hookimpl
 @click.option("--all", "run_all", is_flag=True, help="every dataset (and its splits) in the registry")
 @click.option("--metrics", "-m", help="comma-separated, e.g. hit@1,recall@20,mrr")
 @click.option("--sample", type=float, help="evaluate a seeded random fraction of the split")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@seed_and_device_options
 @click.option("--batch-size", type=int, help="queries per search call (default: the retriever's)")
 @click.option(
     "--output",

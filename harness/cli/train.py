@@ -4,15 +4,7 @@ from __future__ import annotations
 
 import click
 
-from harness.cli.common import (
-    data_dir_option,
-    echo_json,
-    format_option,
-    progress,
-    registry_option,
-    stdout,
-    training_options,
-)
+from harness.cli import common
 from harness.errors import HarnessError
 from harness.plugins.hookspecs import hookimpl
 
@@ -20,12 +12,11 @@ from harness.plugins.hookspecs import hookimpl
 @click.command()
 @click.option("--retriever", "-r", required=True, help="registry entry or plugin retriever name (a trained one)")
 @click.option("--dataset", "-d", help="registry entry or plugin dataset name")
-@training_options
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
-@data_dir_option
-@format_option()
-@registry_option
+@common.training_options
+@common.seed_and_device_options
+@common.data_dir_option
+@common.format_option()
+@common.registry_option
 def train(
     retriever: str,
     dataset: str | None,
@@ -51,7 +42,7 @@ def train(
     spec = resolve(registry, plugins, retriever, dataset, seed=seed, dataset_params=params, train_split=train_split)
     if spec.main.instance.regime != "trained":
         raise HarnessError(f"retriever {retriever!r} is {spec.main.instance.regime}: it has nothing to train")
-    with progress() as task_factory:
+    with common.progress() as task_factory:
         runner = Runner(
             plugins,
             device=device,
@@ -61,10 +52,10 @@ def train(
         )
         trained = runner.train(spec)
     if fmt == "json":
-        echo_json({name: info.model_dump(mode="json") for name, info in trained.items()})
+        common.echo_json({name: info.model_dump(mode="json") for name, info in trained.items()})
         return
     for name, info in trained.items():
-        stdout.print(
+        common.stdout.print(
             f"{name}: trained on {info.split} ({info.queries} queries, digest {info.digest}) in {info.seconds:.1f} s "
             f"on {info.device}; checkpoint {info.checkpoint} ({info.checkpoint_digest[:16]})",
             highlight=False,

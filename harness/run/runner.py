@@ -413,7 +413,8 @@ class Runner:
             c.name: plan_training(
                 c.name,
                 c.instance,
-                c.info.configuration(),
+                # the retrievers it uses (hard negatives, candidates) are part of what it learns from
+                {"self": c.info.configuration(), "uses": [u.info.configuration() for u in spec.uses if u is not c]},
                 skb,
                 splits,
                 evaluated,

@@ -253,10 +253,14 @@ def to_queries(compiled: list[Compiled]) -> list[Query]:
 
 
 def extra_splits(root: Path) -> dict[str, list[Query]]:
-    """TRAIN SPLIT HOOK: splits compiled into ``qa/`` beside the evaluation splits (val, test),
-    e.g. ``{"train": [...]}``, the synthesized training queries with exact answers. None ship
-    yet. Their ids must not repeat an evaluation query's (checked by :func:`all_splits`)."""
-    return {}
+    """Splits compiled into ``qa/`` beside the evaluation splits (val, test): ``train``, the
+    synthesized training queries of ``root/train/`` when they ship (see
+    :mod:`harness_debian.train_split`). Their ids must not repeat an evaluation query's
+    (checked by :func:`all_splits`)."""
+    from harness_debian.train_split import train_queries
+
+    train = train_queries(root)
+    return {"train": train} if train else {}
 
 
 def all_splits(root: Path, compiled: list[Compiled], split_ids: Any) -> dict[str, list[Query]]:

@@ -6,6 +6,8 @@
 * ``multi-vector`` — documents split into overlapping chunks, each embedded; a document
   scores the max, mean or top-n mean of its chunks' similarities (STaRK's multi-VSS; the
   paper found the top-3 mean best).
+* ``dense-ft`` — ``dense`` on a model fine-tuned on the dataset's train split (DPR-style:
+  in-batch and BM25 hard negatives, sentence-transformers' trainer; :mod:`harness_dense.finetune`).
 * ``hybrid`` — fuses any registered retrievers by reciprocal-rank fusion or by min-max
   normalised, weighted scores.
 
@@ -24,10 +26,11 @@ import harness
 
 @harness.hookimpl
 def register_retrievers(register: Callable[[type[harness.Retriever]], None]) -> None:
+    from harness_dense.finetune import FineTunedDenseRetriever
     from harness_dense.hybrid import HybridRetriever
     from harness_dense.retrievers import DenseRetriever, MultiVectorRetriever
 
-    for retriever in (DenseRetriever, MultiVectorRetriever, HybridRetriever):
+    for retriever in (DenseRetriever, MultiVectorRetriever, HybridRetriever, FineTunedDenseRetriever):
         register(retriever)
 
 
