@@ -655,9 +655,11 @@ def test_runs_record_the_cost_and_the_leaderboard_shows_an_unknown_one_as_unknow
         rows[name] = json.loads(result.stdout)[0]["row"]
         assert ("note: cost unknown: no price for openai:gpt-5.4-mini" in result.stderr) == (name == "unpriced")
     priced, served, unpriced = (rows[name]["usage"] for name in ("priced", "served", "unpriced"))
-    assert priced["calls"] == 6 and priced["cost_usd"] == pytest.approx(6 * (40 * 0.25 + 2 * 2.0) / 1e6, rel=1e-12)
-    assert served["calls"] == 6 and served["cost_usd"] == 0.0 and "cost_unknown" not in served
-    assert unpriced["calls"] == 6 and unpriced["cost_usd"] is None and "no price" in unpriced["cost_unknown"]
+    calls = 3 * rows["priced"]["num_queries"]  # three candidates per sampled query
+    assert priced["calls"] == calls
+    assert priced["cost_usd"] == pytest.approx(calls * (40 * 0.25 + 2 * 2.0) / 1e6, rel=1e-12)
+    assert served["calls"] == calls and served["cost_usd"] == 0.0 and "cost_unknown" not in served
+    assert unpriced["calls"] == calls and unpriced["cost_usd"] is None and "no price" in unpriced["cost_unknown"]
     assert rows["priced"]["retriever"]["params"]["llm_params"]["price"] == [0.25, 2.0]
     assert all("sk-" not in json.dumps(row) for row in rows.values())
 
