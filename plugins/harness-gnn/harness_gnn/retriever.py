@@ -25,7 +25,8 @@ import numpy as np
 from pydantic import Field, model_validator
 
 import harness
-from harness_gnn.encoder import DEFAULT_MODEL, NodeVectors, TextEncoder, node_vectors, resolve_model, version
+from harness_dense.embeddings import resolve_model
+from harness_gnn.encoder import DEFAULT_MODEL, NodeVectors, TextEncoder, node_vectors, version
 from harness_gnn.graph import CANDIDATE, CONTEXT, ENTITY, EntityLinker, Subgraphs, relation_labels
 
 CHECKPOINT, META = "model.pt", "qagnn.json"
