@@ -28,10 +28,15 @@ Regime = Literal["zero-shot", "trained", "llm-at-query-time"]
 
 @dataclass
 class Ranking:
-    """Node ids, best first, and their scores (higher is better)."""
+    """Node ids, best first, and their scores (higher is better).
+
+    ``details``: optional per-query diagnostics (JSON values: linked entities, a chosen path, a
+    parse, an execution result); the runner keeps them in the resume log and ``per_query.jsonl``
+    so a researcher can see why a query failed."""
 
     ids: np.ndarray
     scores: np.ndarray
+    details: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         ids = np.asarray(self.ids).reshape(-1)
@@ -47,7 +52,7 @@ class Ranking:
             raise ValueError(f"ranking has {len(self.ids)} ids but {len(self.scores)} scores")
 
     def top(self, k: int) -> Ranking:
-        return Ranking(self.ids[:k], self.scores[:k])
+        return Ranking(self.ids[:k], self.scores[:k], self.details)
 
 
 ProgressFactory = Callable[[str, int | None], "ProgressTask"]

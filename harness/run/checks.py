@@ -39,7 +39,23 @@ def check_rankings(name: str, batch: Sequence[Query], rankings: Any, k: int) -> 
             raise HarnessError(
                 f"retriever {name!r}, query {query.id}: {len(ranking.ids)} results, asked for at most {k}"
             )
+        if ranking.details is not None:
+            check_details(name, query, ranking.details)
     return list(rankings)
+
+
+def check_details(name: str, query: Query, details: Any) -> None:
+    """A ranking's diagnostics must be a JSON object of plain values (they go to the resume log
+    and ``per_query.jsonl``, and must read back the same)."""
+    where = f"retriever {name!r}, query {query.id}: details"
+    if not isinstance(details, dict) or not all(isinstance(key, str) for key in details):
+        raise HarnessError(f"{where} must be a dict with string keys, got {type(details).__name__}")
+    try:
+        text = json.dumps(details, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise HarnessError(f"{where} are not JSON values ({exc}); convert numpy values with .tolist()") from None
+    if json.loads(text) != details:
+        raise HarnessError(f"{where} do not read back the same from JSON (tuples or non-string keys inside?)")
 
 
 #: The largest score magnitude a ranking may carry: 32-bit floats reach 3.4e38, and ties are
@@ -85,7 +101,7 @@ def clean_ranking(
     unique[first] = True
     dropped["repeated"] += int((keep & ~unique).sum())
     keep &= unique
-    return ranking if keep.all() else Ranking(ids[keep], scores[keep])
+    return ranking if keep.all() else Ranking(ids[keep], scores[keep], ranking.details)
 
 
 def read_build_seconds(path: Path) -> float:
@@ -108,6 +124,8 @@ def _valid_record(record: Any) -> bool:
     if not isinstance(scores, list) or len(scores) != len(ids):
         return False
     if any(type(v) is not float and type(v) is not int for v in scores) or not all(map(math.isfinite, scores)):
+        return False
+    if not isinstance(record.get("details", {}), dict):
         return False
     latency = record.get("latency_ms")
     return isinstance(latency, int | float) and not isinstance(latency, bool) and latency >= 0

@@ -561,6 +561,8 @@ class Runner:
                         "latency_ms": per_query_ms,
                         "batch_size": len(batch),
                     }
+                    if ranking.details is not None:
+                        record["details"] = ranking.details
                     log.write(json.dumps(record) + "\n")
                     found[query.id] = record
                 # Flushed per batch: a killed process loses no finished query. Synced to disk at
@@ -585,9 +587,10 @@ class Runner:
         with atomic_write(run_dir / "per_query.jsonl") as out:
             for i, query in enumerate(queries):
                 values = {name: float(v[i]) for name, v in per_query.items()}
-                out.write(
-                    json.dumps({"qid": query.id, "latency_ms": ordered[i]["latency_ms"], "metrics": values}) + "\n"
-                )
+                line = {"qid": query.id, "latency_ms": ordered[i]["latency_ms"], "metrics": values}
+                if "details" in ordered[i]:
+                    line["details"] = ordered[i]["details"]
+                out.write(json.dumps(line) + "\n")
         with atomic_write(run_dir / "run.trec") as out:
             for query, result in zip(queries, ordered, strict=True):
                 write_run(out, str(query.id), map(str, result["ids"]), result["scores"], spec.retriever)

@@ -5,8 +5,8 @@ then takes the nodes on short paths between the question's concepts and each ans
 Here the answer choices are a first-stage retriever's candidates, and the graph is an SKB that
 may hold a million nodes with hubs of a hundred thousand neighbours: every step is bounded.
 
-* :class:`EntityLinker` — the query's n-grams (longest first, not overlapping) looked up among
-  the normalised names of every node.
+* :class:`harness.graph.EntityLinker` (core) — the query's n-grams (longest first, not
+  overlapping) looked up among the normalised names of every node.
 * :class:`Subgraphs` — the k-hop neighbourhood of the linked entities and the candidates, with
   at most ``max_neighbors`` neighbours per node and relation (a seeded sample, the same for a
   node whatever the query) and at most ``max_nodes`` nodes, the ones reached from the most
@@ -15,92 +15,17 @@ may hold a million nodes with hubs of a hundred thousand neighbours: every step 
 
 from __future__ import annotations
 
-import hashlib
-import re
-import unicodedata
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 import harness
+from harness.graph import EntityLinker
 
-_WORD = re.compile(r"\w+")
-#: Words that alone never name an entity ("the", "for"): an n-gram made only of them is skipped.
-STOPWORDS = frozenset(
-    "a an and are as at be by for from has have i in is it its me my of on or that the this to was what which who "
-    "with any some can could would should do does you your our we they them there their these those not no".split()
-)
+__all__ = ["CANDIDATE", "CONTEXT", "ENTITY", "OTHER", "EntityLinker", "Subgraph", "Subgraphs", "relation_labels"]
 
 #: A node's role in its subgraph (QA-GNN's node types).
 ENTITY, CANDIDATE, OTHER, CONTEXT = 0, 1, 2, 3
-
-
-def words(text: str) -> list[str]:
-    """Lower-cased word tokens of ``text`` (NFKC, case-folded): what names and queries are matched on."""
-    return _WORD.findall(unicodedata.normalize("NFKC", str(text)).casefold())
-
-
-class EntityLinker:
-    """Exact matching of a query's n-grams against node names.
-
-    The index holds a 64-bit hash of each normalised name and the node it names, in two sorted
-    arrays (16 bytes a name: 30 MB for MAG's 1.9M nodes, where a dict of strings would take
-    hundreds); a query's n-grams are looked up all at once.
-
-    Args:
-        names: one name per node (``SKB.names``).
-        max_ngram: names of more words are never matched (long product titles are not mentioned
-            verbatim, and leaving them out keeps the index small).
-        min_chars: shorter names are left out ("a", "x").
-        max_per_name: a name shared by more nodes links to the first of them only (ids ascending).
-    """
-
-    def __init__(self, names: Sequence[str], max_ngram: int = 5, min_chars: int = 3, max_per_name: int = 3) -> None:
-        self.max_ngram = max_ngram
-        keys, ids = [], []
-        for node in range(len(names)):
-            tokens = words(names[node])
-            if not tokens or len(tokens) > max_ngram or all(t in STOPWORDS for t in tokens):
-                continue
-            key = " ".join(tokens)
-            if len(key) >= min_chars:
-                keys.append(_hash(key))
-                ids.append(node)
-        keys_array, ids_array = np.asarray(keys, dtype=np.uint64), np.asarray(ids, dtype=np.int64)
-        order = np.lexsort((ids_array, keys_array))
-        keys_array, ids_array = keys_array[order], ids_array[order]
-        starts = np.flatnonzero(np.r_[True, keys_array[1:] != keys_array[:-1]]) if len(keys_array) else np.zeros(0, int)
-        rank = np.arange(len(keys_array)) - np.repeat(starts, np.diff(np.r_[starts, len(keys_array)]))
-        keep = rank < max_per_name
-        self.keys, self.ids = keys_array[keep], ids_array[keep]
-
-    def link(self, text: str, limit: int) -> np.ndarray:
-        """Up to ``limit`` node ids named in ``text``: longer mentions first, then left to right;
-        a word belongs to one mention at most."""
-        tokens = words(text)
-        spans = [
-            (start, start + n)
-            for n in range(min(self.max_ngram, len(tokens)), 0, -1)
-            for start in range(len(tokens) - n + 1)
-        ]
-        if not spans or not len(self.keys):
-            return np.zeros(0, dtype=np.int64)
-        hashes = np.asarray([_hash(" ".join(tokens[a:b])) for a, b in spans], dtype=np.uint64)
-        lo = np.searchsorted(self.keys, hashes, side="left")
-        hi = np.searchsorted(self.keys, hashes, side="right")
-        taken = np.zeros(len(tokens), dtype=bool)
-        linked: list[int] = []
-        for (a, b), first, last in zip(spans, lo.tolist(), hi.tolist(), strict=True):
-            if first == last or taken[a:b].any():
-                continue
-            taken[a:b] = True
-            linked.extend(int(i) for i in self.ids[first:last] if int(i) not in linked)
-        return np.asarray(linked[:limit], dtype=np.int64)
-
-
-def _hash(key: str) -> int:
-    return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "little")
 
 
 @dataclass

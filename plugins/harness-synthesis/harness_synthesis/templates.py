@@ -3,9 +3,9 @@
 A template names the answer type and one or more *paths*, each starting at a slot entity
 (``<brand>``) and following typed relations to the answer type; the candidates are the
 nodes every path reaches (an intersection, as in STaRK's "(color → product ← brand)").
-Paths are written ``slot_type -relation-> type <-relation- type``: ``->`` follows an edge
-from source to target, ``<-`` from target to source (on undirected SKBs, such as STaRK's,
-both read the same).
+Paths are :class:`harness.graph.RelationPath` specs, ``slot_type -relation-> type <-relation- type``:
+``->`` follows an edge from source to target, ``<-`` from target to source (on undirected SKBs,
+such as STaRK's, both read the same).
 
 Templates shipped: STaRK-Amazon's basic templates (paper, Appendix A.2) and two
 compositions, STaRK-MAG's seven (Appendix A.3), STaRK-Prime's 28 (Appendix A.4; with a
@@ -15,23 +15,14 @@ Debian SKB.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from harness import SKB, HarnessError
+from harness.graph import Hop, RelationPath, reach
 
 __all__ = ["TEMPLATES", "Hop", "Path", "Template", "candidates", "ground"]
-
-_STEP = re.compile(r"\s*(-(?P<out>[\w]+)->|<-(?P<in>[\w]+)-)\s*(?P<type>[\w/]+)")
-
-
-@dataclass(frozen=True)
-class Hop:
-    relation: str
-    direction: str  # "out" or "in"
-    node_type: str
 
 
 @dataclass(frozen=True)
@@ -42,18 +33,11 @@ class Path:
 
     @classmethod
     def parse(cls, slot: str, spec: str) -> Path:
-        start, _, rest = spec.strip().partition(" ")
-        hops, position = [], 0
-        while position < len(rest):
-            match = _STEP.match(rest, position)
-            if match is None:
-                raise HarnessError(f"template path {spec!r}: cannot read {rest[position:]!r}")
-            direction = "out" if match.group("out") else "in"
-            hops.append(Hop(match.group("out") or match.group("in"), direction, match.group("type")))
-            position = match.end()
-        if not hops:
-            raise HarnessError(f"template path {spec!r} has no relation")
-        return cls(slot, start, tuple(hops))
+        try:
+            path = RelationPath.parse(spec)
+        except HarnessError as exc:
+            raise HarnessError(f"template {exc}") from None
+        return cls(slot, path.start_type, path.hops)
 
 
 @dataclass(frozen=True)
@@ -446,13 +430,9 @@ TEMPLATES: dict[str, list[Template]] = {
 
 
 def _reach(skb: SKB, start: int, hops: tuple[Hop, ...]) -> np.ndarray:
-    frontier = np.array([start], dtype=np.int64)
-    for hop in hops:
-        wanted = skb.node_type_names.index(hop.node_type)
-        found = [skb.neighbors(int(n), hop.relation, hop.direction) for n in frontier]
-        frontier = np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
-        frontier = frontier[skb.node_types[frontier] == wanted]
-    return frontier
+    reached = reach(skb, start, hops)
+    assert reached is not None  # no limit: never None
+    return reached
 
 
 def candidates(skb: SKB, template: Template, anchors: dict[str, int]) -> np.ndarray:
