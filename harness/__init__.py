@@ -61,6 +61,8 @@ _EXPORTS: dict[str, str] = {
     "RelationPath": "harness.graph",
     "Hop": "harness.graph",
     "reach": "harness.graph",
+    "Schema": "harness.graph",
+    "normalize_name": "harness.graph",
     "BuildContext": "harness.retriever",
     "ProgressTask": "harness.retriever",
     "TrainContext": "harness.training",
@@ -129,7 +131,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at runtime the names load on fi
     )
     from harness.dataset import Dataset, DirectoryDataset
     from harness.errors import HarnessError
-    from harness.graph import EntityLinker, Hop, RelationPath, reach
+    from harness.graph import EntityLinker, Hop, RelationPath, Schema, normalize_name, reach
     from harness.hub import HubSnapshot, hub_file, hub_snapshot, hub_unreachable, parse_hub_id
     from harness.io import atomic_dir, atomic_write, cache_root, exclusive, replace_dir, stable_hash, write_json
     from harness.metrics import Metric

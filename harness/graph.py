@@ -2,6 +2,8 @@
 
 * :class:`EntityLinker` — a query's n-grams (longest first, not overlapping) looked up among
   the normalised names of every node; memory-bounded for SKBs of millions of nodes.
+* :class:`Schema` — every (source type, relation, target type) some edge has: what a parser
+  is told, what path enumeration walks, and what a written path is checked against.
 * :class:`RelationPath` — a typed path written ``type -relation-> type <-relation- type``
   (``->`` follows edges from source to target, ``<-`` from target to source; on undirected
   SKBs such as STaRK's both read the same), checked against an SKB's schema, and
@@ -24,7 +26,7 @@ import numpy as np
 from harness.errors import HarnessError
 from harness.skb import SKB
 
-__all__ = ["STOPWORDS", "EntityLinker", "Hop", "RelationPath", "reach", "words"]
+__all__ = ["STOPWORDS", "EntityLinker", "Hop", "RelationPath", "Schema", "normalize_name", "reach", "words"]
 
 _WORD = re.compile(r"\w+")
 #: Words that alone never name an entity ("the", "for"): an n-gram made only of them is skipped.
@@ -37,6 +39,11 @@ STOPWORDS = frozenset(
 def words(text: str) -> list[str]:
     """Lower-cased word tokens of ``text`` (NFKC, case-folded): what names and queries are matched on."""
     return _WORD.findall(unicodedata.normalize("NFKC", str(text)).casefold())
+
+
+def normalize_name(text: str) -> str:
+    """``text`` as :class:`EntityLinker` matches names: its words, NFKC, case-folded, one space apart."""
+    return " ".join(words(text))
 
 
 def _hash(key: str) -> int:
@@ -192,3 +199,79 @@ def reach(skb: SKB, start: int | np.ndarray, hops: Sequence[Hop], limit: int | N
         if limit is not None and len(frontier) > limit:
             return None
     return frontier
+
+
+@dataclass(frozen=True)
+class Schema:
+    """The SKB's schema as its edges show it: every (source type, relation, target type) that
+    some edge has (``Schema.of(skb)``: one pass over the edge arrays), and which relations are
+    followed both ways (symmetric ones; all of them in an undirected SKB)."""
+
+    node_types: tuple[str, ...]
+    candidate_types: tuple[str, ...]
+    triples: tuple[tuple[str, str, str], ...]
+    symmetric: frozenset[str]
+    #: the index of one edge per triple (a real example of it)
+    examples: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, skb: SKB) -> Schema:
+        types, kinds = skb.node_types.astype(np.int64), len(skb.node_type_names)
+        keys = (skb.edge_type.astype(np.int64) * kinds + types[skb.src]) * kinds + types[skb.dst]
+        present, first = np.unique(keys, return_index=True)
+        triples = []
+        for key in present.tolist():
+            relation, rest = divmod(key, kinds * kinds)
+            source, target = divmod(rest, kinds)
+            triples.append((skb.node_type_names[source], skb.edge_types[relation].name, skb.node_type_names[target]))
+        symmetric = frozenset(e.name for e in skb.edge_types if skb.undirected or e.symmetric)
+        return cls(
+            tuple(skb.node_type_names),
+            tuple(skb.candidate_types),
+            tuple(triples),
+            symmetric,
+            tuple(first.tolist()),
+        )
+
+    def lines(self) -> list[str]:
+        """``source -relation-> target``, one per triple."""
+        return [f"{s} -{r}-> {t}" for s, r, t in self.triples]
+
+    def joins(self, relation: str) -> list[str]:
+        return [f"{s} -{r}-> {t}" for s, r, t in self.triples if r == relation]
+
+    def steps(self, node_type: str) -> list[Hop]:
+        """Every hop an edge allows from ``node_type`` (both ways along a symmetric relation)."""
+        found: list[Hop] = []
+        for source, relation, target in self.triples:
+            both = relation in self.symmetric
+            if source == node_type:
+                found.append(Hop(relation, "out", target))
+                if both and target != node_type:
+                    found.append(Hop(relation, "in", target))
+            if target == node_type:
+                found.append(Hop(relation, "in", source))
+                if both and source != node_type:
+                    found.append(Hop(relation, "out", source))
+        return list(dict.fromkeys(found))
+
+    def check(self, path: RelationPath) -> None:
+        """Raise one :class:`HarnessError` unless every hop of ``path`` follows edges the SKB has,
+        in the direction written; the message says which way the relation's edges go."""
+        known = set(self.node_types)
+        for node_type in [path.start_type, *(h.node_type for h in path.hops)]:
+            if node_type not in known:
+                raise HarnessError(f"path {path}: no node type {node_type!r}; types: {', '.join(self.node_types)}")
+        here = path.start_type
+        for hop in path.hops:
+            if not self.joins(hop.relation):
+                relations = ", ".join(sorted({r for _, r, _ in self.triples}))
+                raise HarnessError(f"path {path}: no relation {hop.relation!r}; relations: {relations}")
+            if hop not in self.steps(here):
+                arrow = str(hop).split(" ")[0]
+                raise HarnessError(
+                    f"path {path}: no edge leads {here} {arrow} {hop.node_type}; {hop.relation} edges go "
+                    f"{'; '.join(self.joins(hop.relation))} (-{hop.relation}-> follows them from source to "
+                    f"target, <-{hop.relation}- from target to source)"
+                )
+            here = hop.node_type

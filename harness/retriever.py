@@ -134,6 +134,10 @@ class Retriever(ABC):
     regime: ClassVar[Regime] = "zero-shot"
     batch_size: ClassVar[int] = 64
     reranks: ClassVar[bool] = False
+    #: a trained retriever's parameters that change only how it searches (a generator, a
+    #: candidate depth), not what ``fit`` learns: left out of the checkpoint key, so one trained
+    #: model serves every value of them
+    search_params: ClassVar[tuple[str, ...]] = ()
     Options: ClassVar[type[Options]] = Options
 
     def __init__(self, **params: Any) -> None:

