@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import harness
-from harness.graph import EntityLinker
+from harness import EntityLinker
 
 __all__ = ["CANDIDATE", "CONTEXT", "ENTITY", "OTHER", "EntityLinker", "Subgraph", "Subgraphs", "relation_labels"]
 

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness import SKB, HarnessError
-from harness.graph import Hop, RelationPath, reach
+from harness import SKB, HarnessError, Hop, RelationPath, reach
 
 __all__ = ["TEMPLATES", "Hop", "Path", "Template", "candidates", "ground"]
 
