@@ -65,6 +65,13 @@ _EXPORTS: dict[str, str] = {
     "normalize_name": "harness.graph",
     "BuildContext": "harness.retriever",
     "ProgressTask": "harness.retriever",
+    # where work runs: this process, or an executor plugin's workers (harness-ray)
+    "Executor": "harness.executors",
+    "LocalExecutor": "harness.executors",
+    "Limiter": "harness.executors",
+    "make_executor": "harness.executors",
+    "executor_options": "harness.cli.common",
+    "executor_from_options": "harness.cli.common",
     "TrainContext": "harness.training",
     "TrainingInfo": "harness.training",
     # evaluation
@@ -129,8 +136,10 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at runtime the names load on fi
         verified_entry,
         write_manifest,
     )
+    from harness.cli.common import executor_from_options, executor_options
     from harness.dataset import Dataset, DirectoryDataset
     from harness.errors import HarnessError
+    from harness.executors import Executor, Limiter, LocalExecutor, make_executor
     from harness.graph import EntityLinker, Hop, RelationPath, Schema, normalize_name, reach
     from harness.hub import HubSnapshot, hub_file, hub_snapshot, hub_unreachable, parse_hub_id
     from harness.io import atomic_dir, atomic_write, cache_root, exclusive, replace_dir, stable_hash, write_json

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
+from harness.executors import Executor, LocalExecutor
 from harness.options import Options, parse_options
 from harness.queries import Query
 from harness.skb import SKB
@@ -79,12 +80,20 @@ class BuildContext:
         progress: ``progress(description, total)`` returns a task to ``advance()``.
         build_retriever: builds another retriever by registry or plugin name on the same SKB
             (for composites such as hybrid fusion; see ``Retriever.uses``).
+        executor: where heavy work may run (``executor.map``: document encoding in shards).
+            When it is not ``local`` (``--executor ray``), this build is the driver's: it fills
+            the caches, and the workers build again from them and do the searching, so a
+            retriever need not prepare to search here (warm-ups, moving matrices to a GPU).
+        devices: devices to encode documents on at once in this process (``--devices
+            cuda:0,cuda:1``), or empty for ``device`` alone.
     """
 
     cache_dir: Path
     device: str = "cpu"
     progress: ProgressFactory = field(default=lambda description, total: ProgressTask())
     build_retriever: Callable[[str], Retriever] | None = None
+    executor: Executor = field(default_factory=LocalExecutor)
+    devices: tuple[str, ...] = ()
 
     def retriever(self, name: str) -> Retriever:
         """Another retriever, built on the same SKB (it must be listed by ``uses()``)."""

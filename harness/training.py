@@ -242,6 +242,8 @@ def _train(
         device=context.device,
         progress=context.progress,
         build_retriever=context.build_retriever,
+        executor=context.executor,
+        devices=context.devices,
         validation=plan.validation,
         seed=plan.seed,
         checkpoint_dir=final,

@@ -247,3 +247,50 @@ def seed_and_device_options(command: Callable[..., Any]) -> Callable[..., Any]:
         command
     )
     return click.option("--seed", type=int, default=0, show_default=True)(command)
+
+
+def executor_options(command: Callable[..., Any] | None = None, *, devices: bool = True) -> Any:
+    """``--executor``, ``--address``, ``--num-gpus-per-worker``, ``--workers`` and (unless
+    ``devices=False``) ``--devices``: shared by ``run``, ``train`` and plugins' commands
+    (``harness synthesize``); :func:`executor_from_options` turns them into an executor."""
+    if command is None:
+        return lambda command: executor_options(command, devices=devices)
+    options = [
+        click.option(
+            "--executor",
+            default="local",
+            show_default=True,
+            help="where encoding, search shards and LLM calls run: local (this process) or ray (a Ray cluster's "
+            "workers; pip install 'stark-harness-ray'); the results are the same",
+        ),
+        click.option(
+            "--address",
+            help="--executor ray: the cluster (auto: the one `ray start --head` started here; HOST:PORT; ray://HOST:PORT)",
+        ),
+        click.option("--num-gpus-per-worker", type=float, help="--executor ray: GPUs each worker holds (default 0)"),
+        click.option("--workers", type=int, help="--executor ray: worker processes (default: one per CPU or GPU)"),
+        click.option(
+            "--devices",
+            help="encode documents on several devices of this machine at once, one process each (cuda:0,cuda:1; "
+            "cpu,cpu); without Ray",
+        ),
+    ][: None if devices else -1]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def executor_from_options(
+    executor: str, address: str | None, num_gpus_per_worker: float | None, workers: int | None
+) -> Any:
+    """The executor :func:`executor_options` name, with the settings given (a setting the
+    executor does not have is one error: ``--address`` means nothing to ``local``)."""
+    from harness.errors import HarnessError
+    from harness.executors import make_executor
+
+    given = {"address": address, "num_gpus_per_worker": num_gpus_per_worker, "workers": workers}
+    params = {name: value for name, value in given.items() if value is not None}
+    if executor == "local" and params:
+        flags = ", ".join(f"--{name.replace('_', '-')}" for name in params)
+        raise HarnessError(f"{flags}: for --executor ray (the local executor runs in this process)")
+    return make_executor(executor, params)

@@ -11,6 +11,7 @@ from harness.cli.common import (
     console,
     data_dir_option,
     echo_json,
+    executor_options,
     format_option,
     progress,
     registry_option,
@@ -31,6 +32,7 @@ from harness.plugins.hookspecs import hookimpl
 @click.option("--metrics", "-m", help="comma-separated, e.g. hit@1,recall@20,mrr")
 @click.option("--sample", type=float, help="evaluate a seeded random fraction of the split")
 @seed_and_device_options
+@executor_options
 @click.option("--batch-size", type=int, help="queries per search call (default: the retriever's)")
 @click.option(
     "--output",
@@ -65,6 +67,11 @@ def run(
     sample: float | None,
     seed: int,
     device: str,
+    executor: str,
+    address: str | None,
+    num_gpus_per_worker: float | None,
+    workers: int | None,
+    devices: str | None,
     batch_size: int | None,
     output: str,
     leaderboard_dir: str | None,
@@ -82,7 +89,7 @@ def run(
     """Run a retriever on a dataset split; print metrics and write the run directory (row,
     configuration, per-query results, TREC run and qrels). Nothing tracked changes: rows reach
     the leaderboard through `harness submit` and `harness leaderboard merge`."""
-    from harness.cli.common import split_list
+    from harness.cli.common import executor_from_options, split_list
     from harness.plugins import get_plugin_manager
     from harness.run import Runner, load_registry, resolve
     from harness.run.resolve import resolve_device
@@ -90,8 +97,13 @@ def run(
     # what the runner would refuse, refused before anything resolves (and by --dry-run alike)
     if batch_size is not None and batch_size <= 0:
         raise HarnessError(f"--batch-size must be positive, got {batch_size}")
-    resolve_device(device)
     plugins = get_plugin_manager()
+    # checked now, connected to only when there is work for it
+    where = executor_from_options(executor, address, num_gpus_per_worker, workers)
+    if where.local:
+        resolve_device(device)
+    else:
+        where.worker_device(device)
     registry = load_registry(registry_path, plugins)
     for problem in registry.problems:
         console.print(f"[yellow]warning:[/yellow] registry: {problem}", highlight=False)
@@ -132,7 +144,7 @@ def run(
         console.print(f"[red]cannot run[/red] {', '.join(runs)}: {reason}", highlight=False)
     failed = False
     outcomes = []
-    with progress() as task_factory:
+    with progress() as task_factory, where:
         runner = Runner(
             plugins,
             output_dir=output,
@@ -144,6 +156,8 @@ def run(
             train_split=train_split,
             validation_split=None if validation_split == "none" else validation_split,
             allow_training=not no_train,
+            executor=where,
+            devices=split_list(devices) or (),
         )
         for spec in specs:
             console.print(f"[bold]running[/bold] {spec.describe()}", markup=True, highlight=False)

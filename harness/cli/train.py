@@ -14,6 +14,7 @@ from harness.plugins.hookspecs import hookimpl
 @click.option("--dataset", "-d", help="registry entry or plugin dataset name")
 @common.training_options
 @common.seed_and_device_options
+@common.executor_options
 @common.data_dir_option
 @common.format_option()
 @common.registry_option
@@ -24,6 +25,11 @@ def train(
     validation_split: str,
     seed: int,
     device: str,
+    executor: str,
+    address: str | None,
+    num_gpus_per_worker: float | None,
+    workers: int | None,
+    devices: str | None,
     data_dir: str | None,
     fmt: str,
     registry_path: str | None,
@@ -31,7 +37,10 @@ def train(
     """Train a retriever (and the trained retrievers it uses) on the dataset's train split, or
     find the checkpoint of exactly this training in the cache. `harness run` then evaluates it
     without training again; the checkpoint is keyed by the training queries, the base model,
-    every parameter and the seed."""
+    every parameter and the seed.
+
+    Training itself runs in this process; --executor ray and --devices reach what it builds
+    first (the documents of the retrievers it uses, encoded on the cluster or the devices)."""
     from harness.plugins import get_plugin_manager
     from harness.run import Runner, load_registry, resolve
 
@@ -42,13 +51,16 @@ def train(
     spec = resolve(registry, plugins, retriever, dataset, seed=seed, dataset_params=params, train_split=train_split)
     if spec.main.instance.regime != "trained":
         raise HarnessError(f"retriever {retriever!r} is {spec.main.instance.regime}: it has nothing to train")
-    with common.progress() as task_factory:
+    where = common.executor_from_options(executor, address, num_gpus_per_worker, workers)
+    with common.progress() as task_factory, where:
         runner = Runner(
             plugins,
             device=device,
             progress=task_factory,
             train_split=train_split,
             validation_split=None if validation_split == "none" else validation_split,
+            executor=where,
+            devices=common.split_list(devices) or (),
         )
         trained = runner.train(spec)
     if fmt == "json":

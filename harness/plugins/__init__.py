@@ -53,6 +53,7 @@ COMPONENT_HOOKS: dict[str, tuple[type[Any] | str, str]] = {
     "register_datasets": ("harness.dataset:Dataset", "dataset"),
     "register_retrievers": ("harness.retriever:Retriever", "retriever"),
     "register_metrics": ("harness.metrics:Metric", "metric"),
+    "register_executors": ("harness.executors:Executor", "executor"),
 }
 
 

@@ -32,6 +32,11 @@ def register_metrics(register: Callable[[type[Any]], None]) -> None:
 
 
 @hookspec
+def register_executors(register: Callable[[type[Any]], None]) -> None:
+    """Register :class:`harness.Executor` subclasses: where ``--executor NAME`` runs work (Ray)."""
+
+
+@hookspec
 def register_presets(register: Callable[[Path | str], None]) -> None:
     """Register registry files your plugin ships (YAML in ``registry.yaml``'s format, usually
     package data): named retriever and dataset presets, reproduction conditions, defaults."""

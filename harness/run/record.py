@@ -5,7 +5,8 @@ Schema 2: a reranker is a composite like any other (its first stage is a paramet
 first entry of ``uses``); every component records the parameters that ran, defaults resolved.
 Added within schema 2, optional so that earlier rows stay valid: a component's ``provenance``
 (what building it resolved, such as a hub id's commit; not hashed) and the row's
-``queries_digest`` (the split's queries, so that rows of different query sets never mix).
+``queries_digest`` (the split's queries, so that rows of different query sets never mix);
+``hardware.executor`` (a run on an executor's workers, such as Ray's; not hashed).
 """
 
 from __future__ import annotations
@@ -68,6 +69,12 @@ class Hardware(BaseModel):
     device: str
     cpu: str
     gpu: str | None = None
+    executor: dict[str, Any] | None = Field(
+        None,
+        description="where the work ran when not in the harness's own process (--executor ray: the executor's "
+        "settings and the cluster); device is then the workers' and cpu the driver's. Not part of the "
+        "configuration hash: the results are the same",
+    )
 
 
 class Versions(BaseModel):

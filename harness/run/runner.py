@@ -34,6 +34,7 @@ import numpy as np
 
 from harness.dataset import Dataset
 from harness.errors import HarnessError
+from harness.executors import Executor, LocalExecutor
 from harness.io import atomic_write, exclusive, leaderboard_lock, stable_hash, write_json
 from harness.metrics import METRICS_VERSION, evaluate, means, parse_metrics
 from harness.plugins import using
@@ -139,6 +140,8 @@ class Runner:
         train_split: str = "train",
         validation_split: str | None = "val",
         allow_training: bool = True,
+        executor: Executor | None = None,
+        devices: Sequence[str] = (),
     ) -> None:
         from harness.io import cache_root
 
@@ -151,7 +154,10 @@ class Runner:
                 f"`harness submit RUN_DIR -o run.tar.gz` and `harness leaderboard merge run.tar.gz --into "
                 f"{self.leaderboard_dir}`"
             )
-        self.device = resolve_device(device)
+        # where work runs (--executor): with workers elsewhere, --device is theirs, and the
+        # driver's build (filling the caches) is keyed for it
+        self.executor: Executor = executor or LocalExecutor()
+        self.device, self.devices = _devices(self.executor, device, devices)
         self.batch_size = batch_size
         self.progress: ProgressFactory = progress or (lambda description, total: ProgressTask())
         self.cache_dir = Path(cache_dir) if cache_dir else cache_root()
@@ -290,6 +296,7 @@ class Runner:
                 self._dropped = {}
                 # what earlier runs of these objects in this process spent is not this session's
                 before = self._usage(spec)
+                self._remote_usage: dict[str, Any] = {}  # what the executor's workers spent
                 try:
                     with self._phase(f"index {spec.retriever}: build or load"):
                         retriever_obj, phases["build"] = self._build_all(spec, skb, dataset)
@@ -322,7 +329,7 @@ class Runner:
                 finally:
                     # added to what earlier sessions spent: a resumed row reports the whole run's
                     # tokens and cost, and a crash (in the build too) keeps what was spent before it
-                    usage = add_usage(usage, subtract_usage(self._usage(spec), before))
+                    usage = add_usage(add_usage(usage, subtract_usage(self._usage(spec), before)), self._remote_usage)
                     write_json(usage_path, usage)
                 # a cost the row cannot give (a model without a price) is said with the results
                 notes += [f"cost unknown: {why}" for key, why in usage.items() if key.endswith("cost_unknown")]
@@ -383,7 +390,7 @@ class Runner:
                 regime=regime,
                 training=training,
                 usage=usage,
-                hardware=hardware(self.device),
+                hardware=self._hardware(),
                 versions=versions(),
                 config_hash=config_hash,
                 timestamp=datetime.now(UTC),
@@ -458,7 +465,13 @@ class Runner:
         """Build the retriever; what a retriever uses is built when it first asks
         ``context.retriever`` (for a name its own ``uses()`` declares), each once, and handed
         over checked (its rankings pass the same checks as the main one's)."""
-        base = BuildContext(cache_dir=self.cache_dir, device=self.device, progress=self.progress)
+        base = BuildContext(
+            cache_dir=self.cache_dir,
+            device=self.device,
+            progress=self.progress,
+            executor=self.executor,
+            devices=self.devices,
+        )
         built: dict[str, Retriever] = {}
         mask = candidate_mask(skb)
 
@@ -541,50 +554,83 @@ class Runner:
         is_candidate: np.ndarray,
         task: ProgressTask,
     ) -> dict[int, dict[str, Any]]:
-        """Search ``pending`` in batches, appending each result to the log; returns them."""
+        """Search ``pending`` in batches, here or in shards on the executor's workers; check,
+        clean and append each batch's results to the log here as it completes; return them. A
+        query already logged (a shard Ray ran again after its worker died) is never logged twice."""
         batch_size = self.batch_size or retriever.batch_size
+        then = f" Completed queries are kept in {results_path}; {self._again} to resume."
+        where = self._batches_here if self.executor.local else self._batches_on_workers
         found: dict[int, dict[str, Any]] = {}
         dropped = self._dropped.setdefault(spec.retriever, {"non-candidate": 0, "repeated": 0})
         synced = time.monotonic()
         with results_path.open("a", encoding="utf-8") as log:
-            for start in range(0, len(pending), batch_size):
-                batch = pending[start : start + batch_size]
-                began = time.perf_counter()
-                try:
-                    rankings = retriever.search(batch, spec.k)
-                except HarnessError:
-                    raise
-                except Exception as exc:
-                    raise HarnessError(
-                        f"retriever {spec.retriever!r} failed on queries {[q.id for q in batch][:5]}: "
-                        f"{type(exc).__name__}: {exc}. Completed queries are kept in {results_path}; "
-                        f"{self._again} to resume."
-                    ) from exc
-                rankings = check_rankings(spec.retriever, batch, rankings, spec.k)
-                per_query_ms = 1000 * (time.perf_counter() - began) / len(batch)
-                for query, ranking in zip(batch, rankings, strict=True):
-                    ranking = clean_ranking(spec.retriever, query, ranking, is_candidate, dropped).top(spec.k)
-                    record = {
-                        "qid": query.id,
-                        "ids": ranking.ids.tolist(),
-                        # full precision: rounding would turn distinct scores into ties
-                        "scores": ranking.scores.tolist(),
-                        "latency_ms": per_query_ms,
-                        "batch_size": len(batch),
-                    }
-                    if ranking.details is not None:
-                        record["details"] = ranking.details
-                    log.write(json.dumps(record) + "\n")
-                    found[query.id] = record
-                # Flushed per batch: a killed process loses no finished query. Synced to disk at
-                # most every few seconds and at the end: a power loss costs a few seconds' work.
+            try:
+                for batch, rankings, seconds in where(spec, retriever, pending, batch_size, then):
+                    rankings = check_rankings(spec.retriever, batch, rankings, spec.k)
+                    per_query_ms = 1000 * seconds / len(batch)
+                    for query, ranking in zip(batch, rankings, strict=True):
+                        if query.id in found:
+                            continue
+                        ranking = clean_ranking(spec.retriever, query, ranking, is_candidate, dropped).top(spec.k)
+                        record = _record(query, ranking, per_query_ms, len(batch))
+                        log.write(json.dumps(record) + "\n")
+                        found[query.id] = record
+                    # Flushed per batch: a killed process loses no finished query. Synced to disk at
+                    # most every few seconds and at the end: a power loss costs a few seconds' work.
+                    log.flush()
+                    if time.monotonic() - synced > _SYNC_SECONDS:
+                        os.fsync(log.fileno())
+                        synced = time.monotonic()
+                    task.advance(len(batch))
+            finally:
                 log.flush()
-                if time.monotonic() - synced > _SYNC_SECONDS:
-                    os.fsync(log.fileno())
-                    synced = time.monotonic()
-                task.advance(len(batch))
-            os.fsync(log.fileno())
+                os.fsync(log.fileno())
         return found
+
+    @staticmethod
+    def _batches_here(
+        spec: RunSpec, retriever: Retriever, pending: list[Query], batch_size: int, then: str
+    ) -> Iterator[tuple[list[Query], list[Any], float]]:
+        """(batch, rankings as returned, seconds) of each batch, searched in this process."""
+        for start in range(0, len(pending), batch_size):
+            batch = pending[start : start + batch_size]
+            began = time.perf_counter()
+            rankings = search_batch(spec, retriever, batch, then)
+            yield batch, rankings, time.perf_counter() - began
+
+    def _batches_on_workers(
+        self, spec: RunSpec, retriever: Retriever, pending: list[Query], batch_size: int, then: str
+    ) -> Iterator[tuple[list[Query], list[Any], float]]:
+        """The same, searched by the executor's workers: shards of whole batches go out, each
+        worker holding the retriever built once; batches come back as their shard completes,
+        with what the worker spent (tokens, cost) and dropped (the rankings of what it uses)."""
+        from harness.run.shards import ShardSearch, shard_size
+
+        size = shard_size(len(pending), batch_size)
+        shards = [pending[start : start + size] for start in range(0, len(pending), size)]
+        factory = ShardSearch.of(
+            spec, self._plans, self.cache_dir, self.device, batch_size, self.executor.worker_executor()
+        )
+        try:
+            for index, result in self.executor.map(factory, shards, description=f"search {spec.retriever}"):
+                self._remote_usage = add_usage(self._remote_usage, result["usage"])
+                for name, counts in result["dropped"].items():
+                    total = self._dropped.setdefault(name, {"non-candidate": 0, "repeated": 0})
+                    for what, count in counts.items():
+                        total[what] = total.get(what, 0) + count
+                position = 0
+                for count, rankings, seconds in result["batches"]:
+                    yield shards[index][position : position + count], rankings, seconds
+                    position += count
+        except HarnessError as exc:
+            raise HarnessError(f"{str(exc).rstrip('.')}.{then}") from exc
+
+    def _hardware(self) -> Any:
+        """Where the run ran: this machine, or (another executor) the driver's CPU, the workers'
+        device and what the executor says of itself."""
+        if self.executor.local:
+            return hardware(self.device)
+        return hardware("cpu").model_copy(update={"device": self.device, "executor": self.executor.describe()})
 
     def _write_outputs(
         self,
@@ -616,6 +662,57 @@ class Runner:
                     for q, (relevant, other) in zip(queries, qrels, strict=True)
                 ],
             )
+
+
+def search_batch(spec: RunSpec, retriever: Retriever, batch: list[Query], then: str = "") -> list[Any]:
+    """``retriever.search`` of one batch; a failure other than a :class:`HarnessError` becomes
+    one naming the retriever and the queries (``then``: what the message says next)."""
+    try:
+        return retriever.search(batch, spec.k)
+    except HarnessError:
+        raise
+    except Exception as exc:
+        raise HarnessError(
+            f"retriever {spec.retriever!r} failed on queries {[q.id for q in batch][:5]}: "
+            f"{type(exc).__name__}: {exc}.{then}"
+        ) from exc
+
+
+def _record(query: Query, ranking: Any, per_query_ms: float, batch_size: int) -> dict[str, Any]:
+    """One resume-log line."""
+    record = {
+        "qid": query.id,
+        "ids": ranking.ids.tolist(),
+        # full precision: rounding would turn distinct scores into ties
+        "scores": ranking.scores.tolist(),
+        "latency_ms": per_query_ms,
+        "batch_size": batch_size,
+    }
+    if ranking.details is not None:
+        record["details"] = ranking.details
+    return record
+
+
+def _devices(executor: Executor, device: str, devices: Sequence[str]) -> tuple[str, tuple[str, ...]]:
+    """The run's device and its encoding devices (``--devices cuda:0,cuda:1``), checked."""
+    if not devices:
+        return (resolve_device(device) if executor.local else executor.worker_device(device)), ()
+    if not executor.local:
+        raise HarnessError(
+            f"--devices runs several encoding processes on this machine; with --executor {executor.name} "
+            "the workers have the devices (--num-gpus-per-worker)"
+        )
+    kinds = {d.split(":", 1)[0] for d in devices}
+    bad = [d for d in devices if d.split(":", 1)[0] not in ("cpu", "cuda") or (d.startswith("cpu:"))]
+    if bad or len(kinds) != 1:
+        raise HarnessError(
+            f"--devices {','.join(devices)}: give devices of one kind, cuda:0,cuda:1,… (or cpu,cpu for several CPU "
+            "processes)"
+        )
+    kind = kinds.pop()
+    if device not in ("auto", kind):
+        raise HarnessError(f"--device {device} and --devices {','.join(devices)} disagree")
+    return resolve_device(kind), tuple(devices)
 
 
 def _read_training(path: Path) -> TrainingInfo | None:

@@ -10,6 +10,10 @@ reply is retried, and one still bad after the last retry is one clear ``HarnessE
 API keys are read from the environment only (``OPENAI_API_KEY``, ``VOYAGE_API_KEY``) and are
 never logged, cached or written into rows. Combined with the embedding cache, an
 interrupted run never pays twice for the same text.
+
+``concurrency`` bounds the requests in flight through a :class:`harness.Limiter`: this
+process's own, or, when an executor's workers encode (``--executor ray``), one the executor
+holds for the whole cluster, so N workers never send N times the requests the limit allows.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from harness import HarnessError, Retryable, RetryPolicy, stable_hash
+from harness import HarnessError, Limiter, Retryable, RetryPolicy, stable_hash
 from harness import classify_failure as classify
 from harness import describe_failure as describe
 
@@ -98,12 +102,16 @@ class APIEncoder:
         max_retries: int = 6,
         timeout: float = 60.0,
         backoff: float = 1.0,
+        limiter: Limiter | None = None,
     ) -> None:
         if provider not in LIMITS:
             raise HarnessError(f"unknown embedding provider {provider!r}; known: {', '.join(LIMITS)}")
         self.provider, self.model, self.base_url, self.dimensions = provider, model, base_url, dimensions
         self.concurrency, self.max_retries, self.timeout, self.backoff = concurrency, max_retries, timeout, backoff
         self.limits = LIMITS[provider]
+        #: the bound on requests in flight (an executor's is shared by its workers: ``limiter_key``)
+        self.limiter = limiter or Limiter(max(1, concurrency))
+        self.limiter_key = f"embeddings-{stable_hash([provider, model, dimensions, base_url])}"
         self.usage = Usage()
         self.identity = stable_hash(
             {"provider": provider, "model": model, "dimensions": dimensions, "base_url": base_url}
@@ -197,7 +205,8 @@ class APIEncoder:
 
         def attempt() -> np.ndarray:
             try:
-                vectors, tokens = self._request(texts, kind)
+                with self.limiter:  # held for the request only, never through a backoff
+                    vectors, tokens = self._request(texts, kind)
             except Retryable:
                 self.usage.add(requests=1)
                 raise
@@ -235,6 +244,18 @@ class APIEncoder:
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.where(norms > 0, norms, 1)
 
+    def worker_factory(self) -> APIEncoderFactory:
+        """What builds this encoder on an executor's workers, sharing its limiter (the
+        executor's, given by the retriever: see ``limiter``)."""
+        settings = ("provider", "model", "base_url", "dimensions", "concurrency", "max_retries", "timeout", "backoff")
+        return APIEncoderFactory({name: getattr(self, name) for name in settings}, self.limiter)
+
+    def absorb(self, result: dict[str, Any]) -> None:
+        """Count what a worker's shard spent as this encoder's (rows and cost report it)."""
+        self.usage.add(**result["usage"])
+        if self._dimension is None and result["batches"]:
+            self._dimension = int(result["batches"][0][1].shape[1])
+
     def keyed(self, texts: Sequence[str], kind: str) -> list[str]:
         """Cache keys: the text, and for Voyage the input type it was embedded as."""
         import hashlib
@@ -258,6 +279,36 @@ class APIEncoder:
             "retries": self.usage.retries,
             "cost_usd": None if price is None else round(self.usage.tokens * price / 1e6, 9),
         }
+
+
+@dataclass
+class APIEncoderFactory:
+    """Builds an :class:`APIEncoder` on a worker (picklable; the key comes from the worker's
+    environment). Its worker embeds a shard of documents and returns each request's vectors as
+    they came (``batches``: rows of the shard and raw vectors) and what the shard spent."""
+
+    #: the encoder's constructor arguments but its limiter
+    settings: dict[str, Any]
+    limiter: Limiter
+
+    def __call__(self) -> Callable[[Sequence[str]], dict[str, Any]]:
+        encoder = APIEncoder(**self.settings, limiter=self.limiter)
+
+        def embed(texts: Sequence[str]) -> dict[str, Any]:
+            before = (encoder.usage.tokens, encoder.usage.requests, encoder.usage.retries)
+            batches: list[tuple[list[int], np.ndarray]] = []
+            lock = threading.Lock()
+
+            def keep(rows: list[int], vectors: np.ndarray) -> None:
+                with lock:
+                    batches.append((list(rows), vectors))
+
+            encoder.encode(texts, "document", on_batch=keep)
+            after = (encoder.usage.tokens, encoder.usage.requests, encoder.usage.retries)
+            spent = {name: a - b for name, a, b in zip(("tokens", "requests", "retries"), after, before, strict=True)}
+            return {"batches": batches, "usage": spent}
+
+        return embed
 
 
 def _first_line(exc: BaseException) -> str:

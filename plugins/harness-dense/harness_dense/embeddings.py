@@ -10,6 +10,12 @@ file's bytes and the settings that change a vector) and the exact text encoded (
 included), so a second run encodes nothing, a changed document is re-encoded alone, and an
 interrupted encoding keeps every shard it finished. Shards carry digests, written last and
 checked on load; one process at a time encodes into a cache.
+
+Encoding can leave this process: through an executor (``--executor ray``: each missing shard is
+one item, a worker rebuilds the encoder from its settings once, and this process writes each
+shard into the cache as it comes back, so a later local run re-uses it), or through
+sentence-transformers' multi-process pool (``--devices cuda:0,cuda:1``: one process per device,
+each given whole shards, so every vector is computed in the batches a single process uses).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import io
 import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +94,7 @@ class LocalEncoder:
         device: str = "cpu",
     ) -> None:
         self.path, self.snapshot = resolve_model(model)
+        self.model_spec = model
         self.query_prefix, self.document_prefix = query_prefix, document_prefix
         self.batch_size, self.max_length, self.device = batch_size, max_length, device
         self._model: Any = None
@@ -135,6 +143,68 @@ class LocalEncoder:
         """Cache keys: the exact text the model sees, with its prefix."""
         prefix = self.query_prefix if kind == "query" else self.document_prefix
         return [hashlib.sha1((prefix + t).encode("utf-8")).hexdigest() for t in texts]
+
+    def worker_factory(self) -> LocalEncoderFactory:
+        """What builds this encoder again on an executor's worker (picklable)."""
+        # a hub id's branch may move: the worker takes the commit this process resolved
+        model = f"{self.snapshot.repo}@{self.snapshot.commit}" if self.snapshot is not None else self.model_spec
+        return LocalEncoderFactory(
+            model, self.query_prefix, self.document_prefix, self.batch_size, self.max_length, self.device, self.identity
+        )
+
+    def encode_on_devices(
+        self, shards: Sequence[Sequence[str]], devices: Sequence[str], on_shard: Callable[[int, np.ndarray], None]
+    ) -> None:
+        """Documents in ``shards`` encoded by one process per device (sentence-transformers' pool),
+        each process a whole shard at a time; ``on_shard(index, vectors)`` as each group ends."""
+        model = self.model()
+        pool = model.start_multi_process_pool(target_devices=list(devices))
+        try:
+            for first in range(0, len(shards), len(devices)):
+                group = shards[first : first + len(devices)]
+                vectors = model.encode(
+                    [self.document_prefix + t for shard in group for t in shard],
+                    pool=pool,
+                    chunk_size=len(group[0]),  # shards are equal but the last: one per process
+                    batch_size=self.batch_size,
+                    convert_to_numpy=True,
+                    normalize_embeddings=True,
+                    show_progress_bar=False,
+                )
+                start = 0
+                for offset, shard in enumerate(group):
+                    on_shard(first + offset, np.asarray(vectors[start : start + len(shard)], dtype=np.float32))
+                    start += len(shard)
+        finally:
+            model.stop_multi_process_pool(pool)
+            model.to(self.device)  # the pool leaves the model on the CPU
+
+
+@dataclass
+class LocalEncoderFactory:
+    """Builds a :class:`LocalEncoder` on a worker, refusing a model whose files differ from the
+    driver's (the vectors would go into the cache under the driver's model)."""
+
+    model: str
+    query_prefix: str
+    document_prefix: str
+    batch_size: int
+    max_length: int | None
+    device: str
+    identity: str
+
+    def __call__(self) -> Callable[[Sequence[str]], np.ndarray]:
+        import socket
+
+        encoder = LocalEncoder(
+            self.model, self.query_prefix, self.document_prefix, self.batch_size, self.max_length, self.device
+        )
+        if encoder.identity != self.identity:
+            raise HarnessError(
+                f"model {self.model!r} on worker {socket.gethostname()} is not the driver's (its files or "
+                "sentence-transformers version differ): install the same model on every node"
+            )
+        return lambda texts: encoder.encode(texts, "document")
 
 
 class EmbeddingCache:
@@ -272,10 +342,14 @@ def embed_with_cache(
     texts: Sequence[str],
     shard_size: int = 4096,
     on_progress: Callable[[int], None] | None = None,
+    executor: Any = None,
+    devices: Sequence[str] = (),
 ) -> np.ndarray:
-    """Embed ``texts`` as documents, encoding only what the cache lacks, in resumable shards."""
+    """Embed ``texts`` as documents, encoding only what the cache lacks, in resumable shards:
+    here, on an ``executor``'s workers (a :class:`harness.Executor` that is not local), or for
+    a local model on several ``devices`` at once."""
     with cache.locked():  # one process encodes a missing text; another waits, then reads it
-        return _embed_locked(encoder, cache, texts, shard_size, on_progress)
+        return _embed_locked(encoder, cache, texts, shard_size, on_progress, executor, devices)
 
 
 def _embed_locked(
@@ -284,6 +358,8 @@ def _embed_locked(
     texts: Sequence[str],
     shard_size: int,
     on_progress: Callable[[int], None] | None,
+    executor: Any = None,
+    devices: Sequence[str] = (),
 ) -> np.ndarray:
     keys = encoder.keyed(texts, "document")
     known = cache.index()
@@ -293,8 +369,20 @@ def _embed_locked(
         on_progress(done_before)
     seen: set[str] = set()
     unique = [i for i in missing if not (keys[i] in seen or seen.add(keys[i]))]
-    for start in range(0, len(unique), shard_size):
-        chunk = unique[start : start + shard_size]
+    shards = [unique[start : start + shard_size] for start in range(0, len(unique), shard_size)]
+    if shards and executor is not None and not executor.local and hasattr(encoder, "worker_factory"):
+        _embed_remote(encoder, cache, texts, keys, shards, executor, on_progress)
+        shards = []
+    elif shards and len(devices) > 1 and isinstance(encoder, LocalEncoder):
+
+        def store(index: int, vectors: np.ndarray) -> None:
+            cache.add([keys[i] for i in shards[index]], vectors)
+            if on_progress:
+                on_progress(len(shards[index]))
+
+        encoder.encode_on_devices([[texts[i] for i in shard] for shard in shards], devices, store)
+        shards = []
+    for chunk in shards:
         if getattr(encoder, "provider", None):  # an API encoder: save each paid-for request
             chunk_keys = [keys[i] for i in chunk]
 
@@ -325,6 +413,38 @@ def _embed_locked(
     first = cache.index()[keys[0]]
     dimension = np.load(cache.directory / f"vectors-{first[0]}.npy", mmap_mode="r").shape[1]
     return cache.get(keys, dimension)
+
+
+def _embed_remote(
+    encoder: Any,
+    cache: EmbeddingCache,
+    texts: Sequence[str],
+    keys: list[str],
+    shards: list[list[int]],
+    executor: Any,
+    on_progress: Callable[[int], None] | None,
+) -> None:
+    """Each shard an item of ``executor.map``; each shard written into the cache here as it comes
+    back (an API encoder's shard request by request, as a local run saves them)."""
+    api = bool(getattr(encoder, "provider", None))
+    items = ([texts[i] for i in shard] for shard in shards)
+    # API requests need no GPU; a local model takes what the executor gives its workers
+    results = executor.map(
+        encoder.worker_factory(),
+        items,
+        description=f"encode {sum(map(len, shards)):,} documents",
+        num_gpus=0 if api else None,
+    )
+    for index, result in results:
+        shard = shards[index]
+        if api:
+            for rows, vectors in result["batches"]:
+                cache.add([keys[shard[r]] for r in rows], _normalise(vectors))
+            encoder.absorb(result)
+        else:
+            cache.add([keys[i] for i in shard], result)
+        if on_progress:
+            on_progress(len(shard))
 
 
 @contextlib.contextmanager

@@ -110,9 +110,12 @@ class _Encoded(harness.Retriever):
         if o.provider != "local":
             from harness_dense.api import APIEncoder
 
-            return APIEncoder(
+            encoder = APIEncoder(
                 o.provider, o.model, o.base_url, o.dimensions, o.concurrency, timeout=o.timeout, backoff=o.backoff
             )
+            # the executor's bound: on a cluster, `concurrency` requests in flight across every worker
+            encoder.limiter = context.executor.limiter(encoder.limiter_key, max(1, o.concurrency or 1))
+            return encoder
         return LocalEncoder(
             o.model, o.query_prefix, o.document_prefix, o.encode_batch_size, o.max_length, context.device
         )
@@ -137,8 +140,10 @@ class _Encoded(harness.Retriever):
         self.encoder = self._encoder(context)
         cache = cache_for(self.encoder, Path(context.cache_dir))
         with context.task(f"{self.name}: encode {what}", len(texts)) as task:
-            vectors = embed_with_cache(self.encoder, cache, texts, on_progress=task.advance)
-        if isinstance(self.encoder, LocalEncoder):
+            vectors = embed_with_cache(
+                self.encoder, cache, texts, on_progress=task.advance, executor=context.executor, devices=context.devices
+            )
+        if isinstance(self.encoder, LocalEncoder) and context.executor.local:
             # A model's first forward pass sets up kernels (seconds on a CPU); pay it while
             # building, so that per-query latency measures searching, not start-up.
             self.encoder.encode(["warm-up"], "query")
@@ -148,7 +153,9 @@ class _Encoded(harness.Retriever):
         import torch
 
         matrix = torch.from_numpy(vectors)
-        return matrix.to("cuda", dtype=torch.float16) if context.device == "cuda" else matrix
+        # with another executor this build only fills the cache: its workers search, on their GPUs
+        searched_here = context.executor.local
+        return matrix.to("cuda", dtype=torch.float16) if context.device == "cuda" and searched_here else matrix
 
     def _queries(self, queries: Sequence[harness.Query]) -> np.ndarray:
         return self.encoder.encode([q.text for q in queries], "query")

@@ -34,6 +34,7 @@ def add_command(cli: click.Group) -> None:
         help="a split of the dataset whose answers are never a gold answer (repeat; e.g. val, test)",
     )
     @click.option("--seed", type=int, default=0, show_default=True)
+    @harness.executor_options(devices=False)
     @click.option("--out", type=click.Path(file_okay=False), required=True)
     @click.option("--data-dir", type=click.Path(file_okay=False))
     def synthesize(
@@ -48,10 +49,16 @@ def add_command(cli: click.Group) -> None:
         exclude_splits: tuple[str, ...],
         doc_chars: int | None,
         seed: int,
+        executor: str,
+        address: str | None,
+        num_gpus_per_worker: float | None,
+        workers: int | None,
         out: str,
         data_dir: str | None,
     ) -> None:
-        """Synthesize a query set from an SKB with STaRK's four stages (resumable)."""
+        """Synthesize a query set from an SKB with STaRK's four stages (resumable). With
+        --executor ray the LLM stages' calls run on a Ray cluster's workers, in the chunks a
+        local run asks, so the query set is the same."""
         from harness_synthesis.llm_stages import Filter, Fuse, TextualProperties
         from harness_synthesis.pipeline import ROLES, run_pipeline, write_query_set
         from harness_synthesis.relational import RelationalRequirement
@@ -84,8 +91,12 @@ def add_command(cli: click.Group) -> None:
             Fuse(**common),
             Filter(**common, **shown, verifiers=list(verifiers), max_candidates=max_candidates),
         ]
+        where = harness.executor_from_options(executor, address, num_gpus_per_worker, workers)
+        for stage in stages[1:]:
+            stage.executor = where  # type: ignore[attr-defined]
         skb = source.load_skb()
-        drafts = run_pipeline(skb, stages, seed, Path(out) / "work", progress=click.echo)
+        with where:
+            drafts = run_pipeline(skb, stages, seed, Path(out) / "work", progress=click.echo)
         config = {
             "templates": templates,
             "role": role,

@@ -17,11 +17,13 @@ runs requests concurrently does; a progress bar counts the answers.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import Field
 
+import harness
 from harness import SKB, HarnessError
 from harness_llm.api import LLM, Message, check_llm, get_llm, llm_class, options_of, split_spec
 from harness_llm.options import LLMSpec, UsesLLM
@@ -54,6 +56,24 @@ def _mentions(text: str, names: Sequence[str]) -> bool:
     return bool(text) and all(name.lower() in text.lower() for name in names)
 
 
+@dataclass
+class AskLLM:
+    """An executor's worker that asks chunks of prompts (picklable: the LLM by name and
+    parameters, made once per worker; answers go to the driver's response cache)."""
+
+    llm: str
+    params: dict[str, Any]
+    max_tokens: int
+    cache_dir: str
+
+    def __call__(self) -> Any:
+        import os
+
+        os.environ["HARNESS_CACHE"] = self.cache_dir  # a shared filesystem: a later local run re-uses the answers
+        llm = get_llm(self.llm, **self.params)
+        return lambda prompts: [c.text for c in llm.complete_many(prompts, max_tokens=self.max_tokens)]
+
+
 class LLMStage(SynthesisStage):
     """A stage that asks an LLM; its options (``llm``, ``llm_params``, ``role``) are shared."""
 
@@ -65,32 +85,62 @@ class LLMStage(SynthesisStage):
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
         self._llm: LLM | None = None
+        #: where the LLM calls run (``harness synthesize --executor ray``); not a parameter:
+        #: every chunk of prompts is asked as a local run asks it, so the answers are the same
+        self.executor: harness.Executor = harness.LocalExecutor()
         # a missing API key fails here, before the SKB loads, not at the first call
         check_llm(self.options.llm, self.options.llm_params, f"synthesis stage {self.name!r}")
 
+    def llm_args(self, spec: str | None = None) -> tuple[str, dict[str, Any]]:
+        """``provider:model`` and parameters of the stage's LLM, or of another (``spec``) with
+        the same provider parameters, those its provider has (a verifier of another provider
+        takes no ``device`` from a local model)."""
+        if spec is None or spec == self.options.llm:
+            return self.options.llm, dict(self.options.llm_params)
+        accepted = options_of(llm_class(split_spec(spec)[0])).model_fields
+        return spec, {k: v for k, v in self.options.llm_params.items() if k in accepted}
+
     def llm(self, spec: str | None = None) -> LLM:
-        """The stage's LLM, or another (``spec``) with the same provider parameters, those its
-        provider has (a verifier of another provider takes no ``device`` from a local model)."""
+        """The stage's LLM (made once), or another (``spec``; see :meth:`llm_args`)."""
         if spec is not None and spec != self.options.llm:
-            accepted = options_of(llm_class(split_spec(spec)[0])).model_fields
-            return get_llm(spec, **{k: v for k, v in self.options.llm_params.items() if k in accepted})
+            name, params = self.llm_args(spec)
+            return get_llm(name, **params)
         if self._llm is None:
             self._llm = get_llm(self.options.llm, **self.options.llm_params)
         return self._llm
 
-    def ask(self, llm: LLM, prompts: list[list[Message]], max_tokens: int, what: str) -> list[str]:
-        """Every prompt's answer, in order, asked in chunks with a progress bar on stderr."""
+    def ask(self, spec: str | None, prompts: list[list[Message]], max_tokens: int, what: str) -> list[str]:
+        """Every prompt's answer from the LLM ``spec`` (None: the stage's), in order, asked in
+        chunks with a progress bar on stderr; on the executor's workers when it is not local."""
         from rich.progress import Progress
 
-        answers: list[str] = []
         chunk = 64  # the response cache keeps each answer, so an interruption loses at most a chunk
+        chunks = [prompts[start : start + chunk] for start in range(0, len(prompts), chunk)]
+        if self.executor.local:
+            llm = self.llm(spec)
+
+            def asked() -> Iterator[tuple[int, list[str]]]:
+                for index, part in enumerate(chunks):
+                    yield index, [c.text for c in llm.complete_many(part, max_tokens=max_tokens)]
+
+            done = asked()
+        else:
+            name, params = self.llm_args(spec)
+            worker = AskLLM(name, params, max_tokens, str(harness.cache_root()))
+            # an API model's calls hold no GPU; a local model's worker takes the executor's setting
+            gpus = None if split_spec(name)[0] == "local" else 0
+            done = self.executor.map(worker, chunks, description=f"{self.name}: {what}", num_gpus=gpus)
+        answers: dict[int, list[str]] = {}
         with Progress(transient=True, disable=len(prompts) < chunk) as progress:
             task = progress.add_task(f"{self.name}: {what}", total=len(prompts))
-            for start in range(0, len(prompts), chunk):
-                done = llm.complete_many(prompts[start : start + chunk], max_tokens=max_tokens)
-                answers.extend(c.text for c in done)
-                progress.advance(task, len(done))
-        return answers
+            for index, texts in done:
+                if len(texts) != len(chunks[index]):
+                    raise HarnessError(
+                        f"{self.name}: {what}: {len(texts)} answers came back for {len(chunks[index])} prompts"
+                    )
+                answers[index] = texts
+                progress.advance(task, len(texts))
+        return [text for index in range(len(chunks)) for text in answers[index]]
 
     @staticmethod
     def gold(draft: Draft) -> int:
@@ -133,7 +183,7 @@ class TextualProperties(LLMStage):
                     ),
                 ]
             )
-        answers = self.ask(self.llm(), prompts, 80, "properties")
+        answers = self.ask(None, prompts, 80, "properties")
         out = []
         for draft, answer in zip(drafts, answers, strict=True):
             name = str(skb.names[self.gold(draft)])
@@ -166,7 +216,7 @@ class Fuse(LLMStage):
         role = self.options.role
         properties = [d.provenance.get("textual", {}).get("properties", []) for d in drafts]
         fused = self.ask(
-            self.llm(),
+            None,
             [
                 [
                     Message(
@@ -183,7 +233,7 @@ class Fuse(LLMStage):
         )
         firsts = [_clean_query(answer) or draft.text for draft, answer in zip(drafts, fused, strict=True)]
         rephrased = self.ask(
-            self.llm(self.options.rephrase_llm),
+            self.options.rephrase_llm,
             [
                 [
                     Message(
@@ -239,12 +289,12 @@ class Filter(LLMStage):
         ]
 
     def run(self, skb: SKB, drafts: Sequence[Draft], seed: int) -> list[Draft]:
-        judges = [self.llm(), *(self.llm(spec) for spec in self.options.verifiers)]
+        judges = [self.options.llm, *self.options.verifiers]
         kept = [d for d in drafts if len(d.answer_ids) <= self.options.max_candidates]
         asked = [(d, n) for d in kept for n in d.answer_ids]
         questions = [self._question(skb, n, d.provenance.get("textual", {}).get("properties", [])) for d, n in asked]
         # votes[i][j]: judge j's verdict on question i
-        by_judge = [self.ask(judge, questions, 4, f"verify with {judge.label}") for judge in judges]
+        by_judge = [self.ask(judge, questions, 4, f"verify with {judge}") for judge in judges]
         votes = {(d.id, n): [parse_yes_no(answers[i]) for answers in by_judge] for i, (d, n) in enumerate(asked)}
         out = []
         for draft in kept:
@@ -254,7 +304,7 @@ class Filter(LLMStage):
             provenance = {
                 **draft.provenance,
                 self.name: {
-                    "verifiers": [j.label for j in judges],
+                    "verifiers": [self.llm(j).label for j in judges],
                     "gold_passed": all(v is True for v in verdicts.get(gold, [])),
                     "verdicts": {str(n): v for n, v in verdicts.items()},
                     "candidates_before": len(draft.answer_ids),

@@ -1,0 +1,52 @@
+"""``--devices``: documents encoded by one process per device (sentence-transformers' pool), here
+two CPU processes, giving exactly the vectors one process gives; and what the runner refuses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import harness
+from harness import HarnessError
+from harness.run import Runner
+from harness_dense.embeddings import EmbeddingCache, LocalEncoder, embed_with_cache
+
+TEXTS = [
+    f"package {i}: a {'small ' * (i % 7)}tool for {['mail', 'audio', 'kernels', 'fonts'][i % 4]}" for i in range(40)
+]
+
+
+def test_two_cpu_processes_give_the_vectors_of_one(tmp_path: Path) -> None:
+    encoder = LocalEncoder(batch_size=8)
+    alone = embed_with_cache(encoder, EmbeddingCache(tmp_path / "one"), TEXTS, shard_size=12)
+    advanced: list[int] = []
+    pooled = embed_with_cache(
+        encoder,
+        EmbeddingCache(tmp_path / "two"),
+        TEXTS,
+        shard_size=12,  # 4 shards, in 2 groups of one shard per process
+        on_progress=advanced.append,
+        devices=("cpu", "cpu"),
+    )
+    assert np.array_equal(pooled, alone)  # whole shards per process: the batches one process makes
+    assert sorted(advanced) == [4, 12, 12, 12]
+    # the shards are the cache's, as one process writes them: a later run encodes nothing
+    assert sorted(p.name for p in (tmp_path / "two").glob("shard-*.json")) == [f"shard-{i}.json" for i in range(4)]
+    assert np.array_equal(
+        encoder.encode(["after the pool"], "query"), LocalEncoder().encode(["after the pool"], "query")
+    )
+
+
+def test_devices_are_checked_before_anything_runs(plugins: object) -> None:
+    with pytest.raises(HarnessError, match="give devices of one kind"):
+        Runner(plugins, devices=["cuda:0", "cpu"])
+    with pytest.raises(HarnessError, match="--device cuda and --devices cpu,cpu disagree"):
+        Runner(plugins, device="cuda", devices=["cpu", "cpu"])
+
+    class Elsewhere(harness.LocalExecutor):
+        name, local = "elsewhere", False
+
+    with pytest.raises(HarnessError, match="with --executor elsewhere the workers have the devices"):
+        Runner(plugins, executor=Elsewhere(), devices=["cpu", "cpu"])
