@@ -101,6 +101,11 @@ class Executor(ABC):
         """What rows record of where a run ran (not part of the configuration: results are identical)."""
         return {"name": self.name, **self.options.model_dump(mode="json")}
 
+    def take_notes(self) -> list[str]:
+        """What a run's results should say about how its work ran since the last call (workers
+        that died and were restarted, so that some spending went unreported); emptied."""
+        return []
+
     def close(self) -> None:  # noqa: B027
         """Release the workers (and the connection to a cluster)."""
 

@@ -157,6 +157,7 @@ class Runner:
         # where work runs (--executor): with workers elsewhere, --device is theirs, and the
         # driver's build (filling the caches) is keyed for it
         self.executor: Executor = executor or LocalExecutor()
+        self._fingerprint = ""  # the SKB's of the run under way (search workers check theirs)
         self.device, self.devices = _devices(self.executor, device, devices)
         self.batch_size = batch_size
         self.progress: ProgressFactory = progress or (lambda description, total: ProgressTask())
@@ -242,6 +243,7 @@ class Runner:
             if not queries:
                 raise HarnessError(f"dataset {spec.dataset!r}, split {spec.split!r} has no queries")
             skb = dataset.load_skb()
+            self._fingerprint = skb.fingerprint  # what search workers must load too
             no_candidate_answer = check_answers(skb, queries, f"dataset {spec.dataset!r}, split {spec.split!r}")
         phases["load"] = time.perf_counter() - started
 
@@ -297,6 +299,7 @@ class Runner:
                 # what earlier runs of these objects in this process spent is not this session's
                 before = self._usage(spec)
                 self._remote_usage: dict[str, Any] = {}  # what the executor's workers spent
+                self.executor.take_notes()  # what earlier runs of this executor left
                 try:
                     with self._phase(f"index {spec.retriever}: build or load"):
                         retriever_obj, phases["build"] = self._build_all(spec, skb, dataset)
@@ -330,7 +333,11 @@ class Runner:
                     # added to what earlier sessions spent: a resumed row reports the whole run's
                     # tokens and cost, and a crash (in the build too) keeps what was spent before it
                     usage = add_usage(add_usage(usage, subtract_usage(self._usage(spec), before)), self._remote_usage)
+                    executor_notes = self.executor.take_notes()
+                    if executor_notes and len(usage) > 0:  # the row says its usage is a lower bound
+                        usage["undercounted"] = " ".join(executor_notes)
                     write_json(usage_path, usage)
+                notes += executor_notes
                 # a cost the row cannot give (a model without a price) is said with the results
                 notes += [f"cost unknown: {why}" for key, why in usage.items() if key.endswith("cost_unknown")]
                 notes += [
@@ -609,7 +616,13 @@ class Runner:
         size = shard_size(len(pending), batch_size)
         shards = [pending[start : start + size] for start in range(0, len(pending), size)]
         factory = ShardSearch.of(
-            spec, self._plans, self.cache_dir, self.device, batch_size, self.executor.worker_executor()
+            spec,
+            self._plans,
+            self.cache_dir,
+            self.device,
+            batch_size,
+            self.executor.worker_executor(),
+            self._fingerprint,
         )
         try:
             for index, result in self.executor.map(factory, shards, description=f"search {spec.retriever}"):
@@ -702,6 +715,10 @@ def _devices(executor: Executor, device: str, devices: Sequence[str]) -> tuple[s
             f"--devices runs several encoding processes on this machine; with --executor {executor.name} "
             "the workers have the devices (--num-gpus-per-worker)"
         )
+    if len(devices) < 2:
+        raise HarnessError(f"--devices {','.join(devices)}: name two or more devices (one device: --device)")
+    if any(d.startswith("cuda") for d in devices) and len(set(devices)) != len(devices):
+        raise HarnessError(f"--devices {','.join(devices)}: each GPU once")
     kinds = {d.split(":", 1)[0] for d in devices}
     bad = [d for d in devices if d.split(":", 1)[0] not in ("cpu", "cuda") or (d.startswith("cpu:"))]
     if bad or len(kinds) != 1:

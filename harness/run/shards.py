@@ -70,11 +70,24 @@ class ShardSearch:
     batch_size: int
     #: what the worker's builds get as ``context.executor`` (the cluster's limiters)
     executor: Any
+    #: the driver's SKB fingerprint and what its build resolved (``Runner._provenance``): a
+    #: worker that loads or builds anything else (other files, another model commit) refuses
+    fingerprint: str = ""
+    provenance: dict[str, Any] | None = None
 
     @classmethod
     def of(
-        cls, spec: RunSpec, plans: dict[str, Any], cache_dir: Path, device: str, batch_size: int, executor: Any
+        cls,
+        spec: RunSpec,
+        plans: dict[str, Any],
+        cache_dir: Path,
+        device: str,
+        batch_size: int,
+        executor: Any,
+        fingerprint: str,
     ) -> ShardSearch:
+        from harness.run.runner import Runner
+
         data = spec.dataset_component.info
         return cls(
             retriever=spec.retriever,
@@ -88,6 +101,8 @@ class ShardSearch:
             device=device,
             batch_size=batch_size,
             executor=executor,
+            fingerprint=fingerprint,
+            provenance=Runner._provenance(spec),
         )
 
     def __call__(self) -> ShardSearcher:
@@ -124,9 +139,21 @@ class ShardSearch:
             plugins, device=self.device, cache_dir=self.cache_dir, allow_training=False, executor=self.executor
         )
         runner._plans, runner._trained, runner._dropped = dict(self.plans), {}, {}
+        host = os.uname().nodename
         with using(plugins):
             skb = dataset.instance.load_skb()
+            if skb.fingerprint != self.fingerprint:
+                raise HarnessError(
+                    f"the worker on host {host} loaded another SKB than the driver (fingerprint {skb.fingerprint[:12]} "
+                    f"≠ {self.fingerprint[:12]}): give every node of the cluster the same dataset files"
+                )
             runner._build_all(spec, skb, dataset.instance)
+        built = Runner._provenance(spec)
+        if self.provenance is not None and built != self.provenance:
+            raise HarnessError(
+                f"the worker on host {host} built {spec.retriever!r} from other inputs than the driver "
+                f"({built} ≠ {self.provenance}): install the same plugins and models on every node"
+            )
         return ShardSearcher(spec, runner, self.batch_size, plugins)
 
 

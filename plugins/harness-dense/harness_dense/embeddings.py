@@ -439,12 +439,30 @@ def _embed_remote(
         shard = shards[index]
         if api:
             for rows, vectors in result["batches"]:
+                _check_shard(vectors, len(rows), index, rows)
                 cache.add([keys[shard[r]] for r in rows], _normalise(vectors))
             encoder.absorb(result)
         else:
+            _check_shard(result, len(shard), index)
             cache.add([keys[i] for i in shard], result)
         if on_progress:
             on_progress(len(shard))
+
+
+def _check_shard(vectors: Any, rows: int, index: int, positions: Sequence[int] = ()) -> None:
+    """What a worker sent back for shard ``index`` is one finite vector per text, or one error:
+    nothing malformed reaches the cache."""
+    problem = None
+    if not isinstance(vectors, np.ndarray) or vectors.ndim != 2:
+        problem = f"not a matrix ({type(vectors).__name__})"
+    elif vectors.shape[0] != rows:
+        problem = f"{vectors.shape[0]} vectors for {rows} texts"
+    elif not np.isfinite(vectors).all():
+        problem = "non-finite values"
+    elif positions and (min(positions) < 0 or len(set(positions)) != len(positions)):
+        problem = "rows out of place"
+    if problem:  # nothing of it is cached
+        raise HarnessError(f"encoding shard {index} came back from a worker malformed: {problem}; none of it is cached")
 
 
 @contextlib.contextmanager

@@ -42,6 +42,10 @@ def test_two_cpu_processes_give_the_vectors_of_one(tmp_path: Path) -> None:
 def test_devices_are_checked_before_anything_runs(plugins: object) -> None:
     with pytest.raises(HarnessError, match="give devices of one kind"):
         Runner(plugins, devices=["cuda:0", "cpu"])
+    with pytest.raises(HarnessError, match="name two or more devices"):
+        Runner(plugins, devices=["cuda:1"])
+    with pytest.raises(HarnessError, match="each GPU once"):
+        Runner(plugins, devices=["cuda:0", "cuda:0"])
     with pytest.raises(HarnessError, match="--device cuda and --devices cpu,cpu disagree"):
         Runner(plugins, device="cuda", devices=["cpu", "cpu"])
 

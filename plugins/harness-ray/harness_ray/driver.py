@@ -8,14 +8,17 @@ result)`` as items complete, then ``("done",)``, ``("error", message)`` or ``("r
 Workers are actors, one pool per GPU shape, kept for the driver's life: each builds the worker of
 the map it serves once (``factory()``) and keeps the last one only (a GPU holds one model at a
 time). Ray restarts an actor whose process died (``max_restarts``) and runs its item again
-(``max_task_retries``); the harness never sees it, and skips results it already has.
+(``max_task_retries``); the harness is told (``("restarted", n)``: what a dead worker spent is
+lost to the row's usage) and skips an index it already has.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
+import os
 import pickle
+import signal
 import sys
 import uuid
 from collections import deque
@@ -43,15 +46,15 @@ class Worker:
                 torch.cuda.empty_cache()  # the last map's model leaves the GPU before the next one loads
             self.worker = factory()
             self.key = key
-        return self.worker(item)
+        return os.getpid(), self.worker(item)
 
     def pid(self) -> int:
-        import os
-
         return os.getpid()
 
 
 def serve(conn: Any, options: dict[str, Any], env: dict[str, str]) -> None:
+    # Ctrl-C reaches this process too (one process group): the harness decides, and closes us
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         import ray
     except ImportError:
@@ -91,6 +94,8 @@ class Driver:
     def __init__(self, ray: Any, conn: Any, options: dict[str, Any]) -> None:
         self.ray, self.conn, self.options = ray, conn, options
         self.pools: dict[float, list[Any]] = {}
+        #: the process id each actor last answered from: another one means Ray restarted it
+        self.pids: dict[Any, int] = {}
 
     def loop(self) -> None:
         while True:
@@ -110,6 +115,12 @@ class Driver:
         """The actors for workers holding ``num_gpus`` GPUs each, started on first use."""
         if num_gpus not in self.pools:
             o, ray = self.options, self.ray
+            # one pool at a time: idle workers of another shape (CPU ones sized to every CPU)
+            # would hold what this pool needs
+            for actors in self.pools.values():
+                for actor in actors:
+                    ray.kill(actor)
+            self.pools.clear()
             resources = ray.cluster_resources()
             if num_gpus:
                 size = int(resources.get("GPU", 0) // num_gpus)
@@ -142,6 +153,8 @@ class Driver:
                     f"{'GPUs' if num_gpus else 'CPUs'} are taken (another run?); see `ray status`"
                 )
             self.pools[num_gpus] = [started[ref] for ref in ready]
+            for ref in ready:
+                self.pids[started[ref]._actor_id] = ray.get(ref)
         return self.pools[num_gpus]
 
     def map(self, factory: Any, count: int, num_gpus: float, description: str) -> None:
@@ -192,6 +205,10 @@ class Driver:
                     while received < asked:  # the harness answers every ask before it reads the failure
                         take()
                     return
+                pid, result = result
+                if self.pids.get(actor._actor_id, pid) != pid:
+                    self.conn.send(("restarted", 1))  # its earlier process died (and what it spent with it)
+                self.pids[actor._actor_id] = pid
                 self.conn.send(("result", index, result))
                 completed += 1
                 idle.append(actor)

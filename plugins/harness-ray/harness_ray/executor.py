@@ -84,6 +84,8 @@ class RayExecutor(harness.Executor):
         self._conn: Any = None
         self._sender: _Sender | None = None
         self.cluster: dict[str, Any] = {}
+        #: workers Ray restarted after their process died, since the last take_notes()
+        self.restarted = 0
 
     # -- the driver process ------------------------------------------------------------
     def _start(self) -> None:
@@ -178,14 +180,19 @@ class RayExecutor(harness.Executor):
         self._sender = sender = _Sender(self._conn, items)
         sender.start()
         finished = False
+        seen: set[int] = set()
         try:
             while True:
                 message = self._receive(description)
                 kind = message[0]
                 if kind == "more":  # the driver has room for more items
                     sender.requests.put(message[1])
+                elif kind == "restarted":
+                    self.restarted += message[1]
                 elif kind == "result":
-                    yield message[1], message[2]
+                    if message[1] not in seen:  # an item delivered twice counts once
+                        seen.add(message[1])
+                        yield message[1], message[2]
                 elif kind == "done":
                     finished = True
                     return
@@ -199,8 +206,20 @@ class RayExecutor(harness.Executor):
             sender.requests.put(None)
             sender.join(5)
             if not finished and self._process is not None:
-                self.close()  # left midway (an error here, Ctrl-C): the driver's workers stop with it
-            self._sender = None
+                # left midway (an error here, Ctrl-C): the driver may be writing a result nobody
+                # reads, so it is stopped at once; its workers stop with it
+                self.close(wait=0)
+            if not sender.is_alive():  # else close() must not write between its messages
+                self._sender = None
+
+    def take_notes(self) -> list[str]:
+        restarted, self.restarted = self.restarted, 0
+        if not restarted:
+            return []
+        return [
+            f"{restarted} Ray worker(s) died mid-shard and were restarted, their shards run again (no query lost "
+            "or counted twice); what they spent before dying (LLM calls, API requests) is not in the usage"
+        ]
 
     def worker_device(self, device: str) -> str:
         gpus = self.options.num_gpus_per_worker

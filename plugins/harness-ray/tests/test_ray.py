@@ -37,6 +37,7 @@ from harness.run import Runner, load_registry, resolve
 pytest.importorskip("ray", reason="pip install -e ./plugins/harness-ray")
 pytest.importorskip("harness_debian", reason="the Debian dataset plugin")
 
+from harness_dense.embeddings import LocalEncoder
 from harness_ray.executor import RayExecutor
 from harness_ray.testing import local_cluster, processes_of
 
@@ -201,7 +202,14 @@ def test_ray_gives_the_local_run_byte_for_byte(
     retriever: str, registry: Path, ray_executor: RayExecutor, tmp_path: Path
 ) -> None:
     local = _run(registry, retriever, tmp_path / "local")
-    remote = _run(registry, retriever, tmp_path / "ray", ray_executor)
+    with pytest.MonkeyPatch.context() as patch:
+        if retriever == "dense":  # documents and queries are encoded on the workers, never here
+
+            def here(*args: Any, **kwargs: Any) -> None:
+                raise AssertionError("the driver encoded")
+
+            patch.setattr(LocalEncoder, "encode", here)
+        remote = _run(registry, retriever, tmp_path / "ray", ray_executor)
     assert remote.row.config_hash == local.row.config_hash  # the executor is no part of the configuration
     assert (remote.run_dir / "run.trec").read_bytes() == (local.run_dir / "run.trec").read_bytes()
     assert _metrics(remote.run_dir) == _metrics(local.run_dir)
@@ -293,6 +301,7 @@ def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(
     assert (remote.run_dir / "run.trec").read_bytes() == (local.run_dir / "run.trec").read_bytes()
     assert _metrics(remote.run_dir) == _metrics(local.run_dir)
     _logged_once(remote.run_dir, QUERIES)
+    assert any("1 Ray worker(s) died mid-shard" in note for note in remote.notes), remote.notes
 
 
 # -- API embeddings: one bound on requests in flight for the whole cluster ---------------------
