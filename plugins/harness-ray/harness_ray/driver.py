@@ -229,7 +229,7 @@ class Driver:
         ray = self.ray
         if isinstance(exc, ray.exceptions.RayTaskError):
             cause = exc.cause
-            from harness.errors import HarnessError
+            from harness import HarnessError
 
             if isinstance(cause, HarnessError):
                 return ("error", str(cause))
