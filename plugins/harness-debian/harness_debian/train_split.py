@@ -29,11 +29,13 @@ import argparse
 import json
 import lzma
 import re
+import shutil
+import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from harness import SKB, HarnessError, Query, atomic_dir, read_stark_csv, write_stark_csv
+from harness import SKB, HarnessError, Query, read_stark_csv, replace_dir, write_stark_csv
 
 FIRST_ID = 100_000
 TWO_HOP = {  # templates whose requirement reaches the answer through another node
@@ -45,8 +47,14 @@ TWO_HOP = {  # templates whose requirement reaches the answer through another no
 }
 
 
+# Field labels: every package document has them, so they show no property.
+_LABELS = frozenset("summary description version homepage section package".split())
+_ECHO = re.compile(r"short propert|taken from the text|a few words|one per line", re.IGNORECASE)
+
+
 def _words(text: str) -> set[str]:
-    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) >= 4}
+    """Words of four letters or more, and numbers (a version is a property)."""
+    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) >= 4 or any(c.isdigit() for c in w)}
 
 
 def _problem(record: dict[str, Any], skb: SKB) -> str | None:
@@ -57,12 +65,47 @@ def _problem(record: dict[str, Any], skb: SKB) -> str | None:
         return "gold not among the answers"
     document = _words(skb.document(int(gold)))
     properties = record.get("textual", {}).get("properties", [])
-    if not properties or any(not (_words(p) & document) for p in properties):
+    if any(_ECHO.search(p) for p in properties):
+        return "a property that echoes the prompt"
+    if not properties or any(not (_words(p) - _LABELS) & document for p in properties):
         return "a property not taken from the gold's text"
-    names = [a["name"] for a in relational.get("anchors", {}).values()]
-    if not all(name.lower() in record["query"].lower() for name in names):
-        return "the query does not name every slot entity"
     return None
+
+
+def _requirement(relational: dict[str, Any]) -> tuple[str, list[str]]:
+    """The filled template (the relational stage's text) and the slot entities' names."""
+    text = relational["template_text"]
+    for slot, anchor in relational.get("anchors", {}).items():
+        text = text.replace(f"<{slot}>", anchor["name"])
+    return text, [a["name"] for a in relational.get("anchors", {}).values()]
+
+
+def _stated(record: dict[str, Any]) -> tuple[str, str]:
+    """The first of the LLM's rephrased and fused texts that still states the requirement,
+    else the template with the properties: (text, which). Runs made before the fuse stage
+    checked relations, properties and loops (fuse v2) are re-checked here with the same rule."""
+    try:
+        from harness_synthesis.requests import request_problem, template_request
+    except ImportError:
+        raise HarnessError(
+            "merging a train split re-checks texts with harness-synthesis: "
+            "pip install 'stark-harness-debian[train-split]'"
+        ) from None
+
+    requirement, names = _requirement(record["relational"])
+    properties = record["textual"]["properties"]
+    fuse = record.get("fuse", {})
+    for which in ("rephrased", "fused"):
+        text = record["query"] if fuse.get("used") == which else _clean(fuse.get(which, ""))
+        if which in fuse and not request_problem(text, requirement, names, properties):
+            return text, which
+    return template_request(requirement, properties), "template"
+
+
+def _clean(answer: str) -> str:
+    # as the fuse stage cleans an answer: its first paragraph, without quotes or a "Request:" label
+    text = answer.strip().split("\n\n")[0].strip().strip('"').strip()
+    return re.sub(r"^(?:request|query|question)\s*:\s*", "", text, flags=re.IGNORECASE)
 
 
 def merge(runs: list[Path], skb: SKB, evaluation: list[Query]) -> tuple[list[Query], list[dict[str, Any]], dict]:
@@ -71,6 +114,7 @@ def merge(runs: list[Path], skb: SKB, evaluation: list[Query]) -> tuple[list[Que
     queries: list[Query] = []
     provenance: list[dict[str, Any]] = []
     dropped: Counter[str] = Counter()
+    rechecked: Counter[str] = Counter()  # LLM texts that no longer stated the requirement, replaced
     seen_requirements: set[str] = set()
     seen_texts: set[str] = set()
     configs = []
@@ -92,6 +136,10 @@ def merge(runs: list[Path], skb: SKB, evaluation: list[Query]) -> tuple[list[Que
             if problem:
                 dropped[problem] += 1
                 continue
+            text, which = _stated(record)
+            if which != record.get("fuse", {}).get("used"):
+                rechecked[f"{record.get('fuse', {}).get('used')} → {which}"] += 1
+                record = {**record, "query": text, "fuse": {**record["fuse"], "used": which, "rechecked": True}}
             relational = record["relational"]
             anchors = sorted((slot, a["id"]) for slot, a in relational["anchors"].items())
             requirement = json.dumps([relational["template"], anchors, relational["gold"]])
@@ -106,11 +154,15 @@ def merge(runs: list[Path], skb: SKB, evaluation: list[Query]) -> tuple[list[Que
             provenance.append({**record, "id": new_id, "source": {"run": run.name, "id": record["id"]}})
     if not queries:
         raise HarnessError("no usable synthesized query in " + ", ".join(str(r) for r in runs))
-    return queries, provenance, _statistics(queries, provenance, dropped, configs)
+    return queries, provenance, _statistics(queries, provenance, dropped, rechecked, configs)
 
 
 def _statistics(
-    queries: list[Query], provenance: list[dict[str, Any]], dropped: Counter[str], configs: list[dict[str, Any]]
+    queries: list[Query],
+    provenance: list[dict[str, Any]],
+    dropped: Counter[str],
+    rechecked: Counter[str],
+    configs: list[dict[str, Any]],
 ) -> dict[str, Any]:
     from harness import QuerySet, query_set_statistics
 
@@ -123,6 +175,7 @@ def _statistics(
         "answers_per_query": round(sum(len(q.answer_ids) for q in queries) / len(queries), 3),
         "verifier_gold_pass_rate": round(sum(passed) / len(passed), 4) if passed else None,
         "text_used": dict(Counter(p.get("fuse", {}).get("used", "?") for p in provenance)),
+        "text_replaced": dict(rechecked),
         "dropped": dict(dropped),
         "statistics": query_set_statistics(QuerySet("debian-train", {"train": queries}))["all"],
         "runs": configs,
@@ -130,12 +183,19 @@ def _statistics(
 
 
 def write(out: Path, queries: list[Query], provenance: list[dict[str, Any]], stats: dict[str, Any]) -> None:
-    with atomic_dir(out) as tmp:
+    """Write the split beside ``out``, then swap it in whole (an existing split is replaced)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    try:
         write_stark_csv(tmp / "queries.csv", queries)
         with lzma.open(tmp / "provenance.jsonl.xz", "wt", encoding="utf-8", preset=9) as handle:
             for record in provenance:
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
         (tmp / "statistics.json").write_text(json.dumps(stats, indent=2, ensure_ascii=False) + "\n")
+        tmp.chmod(0o755)
+        replace_dir(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # gone already on success
 
 
 def train_queries(root: Path) -> list[Query]:

@@ -27,6 +27,7 @@ import harness
 from harness import SKB, HarnessError
 from harness_llm.api import LLM, Message, check_llm, get_llm, llm_class, options_of, split_spec
 from harness_llm.options import LLMSpec, UsesLLM
+from harness_synthesis.requests import request_problem, template_request
 from harness_synthesis.stage import Draft, SynthesisStage
 
 __all__ = ["Filter", "Fuse", "TextualProperties", "parse_properties", "parse_yes_no"]
@@ -50,10 +51,6 @@ def parse_yes_no(answer: str) -> bool | None:
 def _clean_query(answer: str) -> str:
     text = answer.strip().split("\n\n")[0].strip().strip('"').strip()
     return re.sub(r"^(?:request|query|question)\s*:\s*", "", text, flags=re.IGNORECASE)
-
-
-def _mentions(text: str, names: Sequence[str]) -> bool:
-    return bool(text) and all(name.lower() in text.lower() for name in names)
 
 
 @dataclass
@@ -202,10 +199,11 @@ class Fuse(LLMStage):
     """Stage 3: one request combining the requirement and the properties, then rephrased.
 
     Provenance records both LLM answers and which text became the query ("rephrased", or
-    "fused"/"template" when the LLM dropped a slot entity's name)."""
+    "fused"/"template" when the LLM's text no longer states the requirement:
+    ``harness_synthesis.requests``)."""
 
     name = "fuse"
-    version = "2"
+    version = "3"
 
     class Options(LLMStage.Options):
         rephrase_llm: LLMSpec | None = Field(None, description="provider:model that rephrases (default: llm)")
@@ -249,14 +247,15 @@ class Fuse(LLMStage):
         )
         out = []
         for draft, props, first, again in zip(drafts, properties, firsts, rephrased, strict=True):
-            # The request must still name every slot entity, or the relational requirement is
-            # lost (small models drift): fall back to the fused text, then to the template.
+            # The request must still state the requirement (small models drift: a slot entity
+            # or the relation lost, talk about the task, loops): fall back to the fused text,
+            # then to the template, which states everything.
             names = [a["name"] for a in draft.provenance.get("relational", {}).get("anchors", {}).values()]
             text, used = _clean_query(again), "rephrased"
-            if not _mentions(text, names):
+            if request_problem(text, draft.text, names, props):
                 text, used = first, "fused"
-            if not _mentions(text, names):
-                text, used = f"{draft.text} It should have: {'; '.join(props)}.", "template"
+            if request_problem(text, draft.text, names, props):
+                text, used = template_request(draft.text, props), "template"
             provenance = {**draft.provenance, self.name: {"fused": first, "rephrased": again, "used": used}}
             out.append(Draft(draft.id, text, list(draft.answer_ids), provenance))
         return out

@@ -171,7 +171,7 @@ class Scripted(LLM):
         if "short properties" in text:
             answer = "1. free software\n2. command line\n"
         elif text.startswith("Write one search request"):
-            answer = "Request: " + text.split("asking for: ")[1].split(" It must")[0]
+            answer = "Request: " + text.split("asking for: ")[1].split(" It must")[0] + " Free software, command line."
         elif text.startswith("Rewrite this search request"):
             answer = f'"I work in a terminal all day. {text.split(chr(10) * 2)[1]}"'
         else:  # a verifier: yes when the document mentions "command"
@@ -236,6 +236,81 @@ def test_fuse_falls_back_when_the_llm_drops_the_entities(skb: SKB, plugins: Any)
     for before, after in zip(drafts, fused, strict=True):
         assert after.provenance["fuse"]["used"] == "template"
         assert after.text == f"{before.text} It should have: free software."
+
+
+# Texts SmolLM2-135M wrote in the fuse stage of the Debian train split's synthesis runs.
+DRIFTED = [
+    ("Which packages are maintained by David Rabel?", ["David Rabel"], "David Rabel,", "relation"),
+    ("Which packages does task-arabic-desktop recommend?", ["task-arabic-desktop"], "Task-arabic-desktop:", "relation"),
+    (
+        "Which packages does ne recommend?",
+        ["ne"],
+        "I'm sorry for the confusion, but as a Debian user, I'm designed to help: ne recommends docs.",
+        "task",
+    ),
+    (
+        "Which packages does ruby-json-jwt depend on?",
+        ["ruby-json-jwt"],
+        "ruby-json-jwt depends on aes-key-wrap-aes-key-wrap-aes-key-wrap-aes-key-wrap",
+        "repeats",
+    ),
+    (
+        "Which packages in the net section does Alexander Wirt maintain?",
+        ["net", "Alexander Wirt"],
+        "Which net packages does Alexander Wirt maintain for high availability?",
+        "section",
+    ),
+]
+
+
+@pytest.mark.parametrize(("requirement", "names", "text", "why"), DRIFTED)
+def test_a_request_that_lost_its_requirement_is_refused(requirement: str, names: list, text: str, why: str) -> None:
+    from harness_synthesis.requests import request_problem
+
+    problem = request_problem(text, requirement, names)
+    assert problem is not None and why in problem, problem
+
+
+@pytest.mark.parametrize(
+    ("requirement", "names", "text"),
+    [
+        (
+            "Which packages are maintained by David Rabel?",
+            ["David Rabel"],
+            "I use Vim a lot: which of David Rabel's maintained packages reopens files at the last edit position?",
+        ),
+        (
+            "Which packages in the net section depend on a package maintained by Debian QA Group?",
+            ["net", "Debian QA Group"],
+            "For my router I need tools in the net section that depend on something Debian QA Group maintains.",
+        ),
+        ("Which papers are cited by the paper Deep Sets?", ["Deep Sets"], "Which papers does Deep Sets cite on sets?"),
+    ],
+)
+def test_a_request_that_keeps_its_requirement_passes(requirement: str, names: list, text: str) -> None:
+    from harness_synthesis.requests import request_problem, template_request
+
+    assert request_problem(text, requirement, names) is None
+    assert request_problem(template_request(requirement, ["free software"]), requirement, names) is None
+
+
+def test_fuse_falls_back_when_the_llm_keeps_the_names_but_loses_the_relation(skb: SKB, plugins: Any) -> None:
+    class Terse(LLM):
+        name = "terse"
+
+        def complete(self, prompt, max_tokens=256, temperature=0.0):  # type: ignore[no-untyped-def]
+            text = prompt[-1].content  # echo the slot entities only, as SmolLM2 sometimes does
+            names = [a for a in self.names if a in text]
+            return Completion(", ".join(names) + ",", 10, 9, 0.0)
+
+    drafts = RelationalRequirement(templates="debian", n=3).run(skb, [], seed=5)
+    Terse.names = [a["name"] for d in drafts for a in d.provenance["relational"]["anchors"].values()]
+    for d in drafts:
+        d.provenance["textual"] = {"properties": ["free software"]}
+    plugins.register(provider_plugin(Terse), "terse-llm")
+    fused = Fuse(llm="terse:m").run(skb, drafts, seed=5)
+    assert [f.provenance["fuse"]["used"] for f in fused] == ["template"] * len(drafts)
+    assert [f.text for f in fused] == [f"{d.text} It should have: free software." for d in drafts]
 
 
 def test_the_shipped_smollm2_set_loads_and_matches_its_provenance(skb: SKB) -> None:

@@ -1,0 +1,100 @@
+"""Whether an LLM-written request still states its relational requirement.
+
+The fuse stage asks an LLM to combine a relational requirement ("Which packages does X
+recommend?") with textual properties, then to rephrase the result. Small models drift: they
+drop the relation ("David Rabel,"), answer instead of asking ("I'm sorry, but as a user…"),
+or loop ("aes-key-wrap-aes-key-wrap-…"). A query whose text no longer states its requirement
+is a wrong training example with exact-looking answers, so the stage keeps an LLM text only
+when :func:`request_problem` finds nothing, and otherwise falls back to
+:func:`template_request`, which states everything by construction.
+
+Light on purpose (no LLM imports): dataset tools re-check shipped queries with it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+__all__ = ["MAX_WORDS", "relation_words", "request_problem", "template_request"]
+
+MAX_WORDS = 80
+# Words of a requirement that name no relation: the answer type and the question's frame.
+_FRAME = frozenset(
+    "which what that does have been with from this they them their there were also some other into "
+    "work package packages paper papers product products item items node nodes entity entities".split()
+)
+# An LLM talking about the task instead of writing the request.
+_META = re.compile(
+    r"i'?m sorry|i am sorry|as an ai|i'?m designed|i am designed|rewrite this|search request|"
+    r"reply with|request only|can type\s*:|here is|here's|i can help|i'?m here to|please provide|"
+    r"must also ask|short properties|(?:a|the|this) (?:debian )?user (?:can|could|might|would|is)|this user|"
+    r"^\s*(?:this|it) (?:package|is|library|module|provides)\b",  # describes an answer instead of asking
+    re.IGNORECASE,
+)
+# Field labels an extracted property may carry ("summary: …"): not what the property asks for.
+_LABELS = frozenset("summary description version homepage section package name".split())
+
+
+def _tokens(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def _stem(word: str) -> str:
+    # "maintained" ~ "maintainer", "depend" ~ "depends", "cited" ~ "cites"; "recommend" !~ "record"
+    return word[: max(4, min(6, len(word) - 2))]
+
+
+def _says(tokens: list[str], word: str) -> bool:
+    stem = _stem(word)
+    return any(t.startswith(stem) for t in tokens)
+
+
+def relation_words(requirement: str, names: Sequence[str]) -> list[str]:
+    """The requirement's words that carry a relation: not a slot entity's, not the frame's."""
+    named = {t for name in names for t in _tokens(name)}
+    return [w for w in dict.fromkeys(_tokens(requirement)) if len(w) >= 4 and w not in _FRAME and w not in named]
+
+
+def request_problem(text: str, requirement: str, names: Sequence[str], properties: Sequence[str] = ()) -> str | None:
+    """Why ``text`` does not state ``requirement`` (the filled template) and ``properties``, or None.
+
+    ``names`` are the slot entities' names; each must appear verbatim (case aside). Every
+    relation word of the requirement must appear (up to its ending), and a word of every
+    property: a request without them has other answers than the ones recorded. The text must
+    not talk about the task, must not repeat a word four or more times (loops), and must stay
+    under ``MAX_WORDS`` words."""
+    if not text.strip():
+        return "empty"
+    lowered = text.lower()
+    missing = [name for name in names if name.lower() not in lowered]
+    if missing:
+        return f"does not name {missing[0]!r}"
+    tokens = _tokens(text)
+    lost = [w for w in relation_words(requirement, names) if not _says(tokens, w)]
+    if lost:
+        return f"lost the relation word {lost[0]!r}"
+    named = {t for name in names for t in _tokens(name)}
+    for prop in properties:
+        words = [w for w in dict.fromkeys(_tokens(prop)) if (len(w) >= 4 or w.isdigit()) and w not in _LABELS | _FRAME]
+        # a property stated only through a slot entity's name is not stated; two of its words
+        # must be there (one may be chance)
+        kept = [w for w in words if w not in named]
+        said = sum(w in tokens if w.isdigit() else _says(tokens, w) for w in kept)
+        if words and said < min(2, len(words)):
+            return f"lost the property {prop!r}"
+    if _META.search(text):
+        return "talks about the task"
+    counts = Counter(t for t in tokens if len(t) >= 3)
+    word, count = counts.most_common(1)[0] if counts else ("", 0)
+    if count >= 4:
+        return f"repeats {word!r} {count} times"
+    if len(text.split()) > MAX_WORDS:
+        return f"longer than {MAX_WORDS} words"
+    return None
+
+
+def template_request(requirement: str, properties: Sequence[str]) -> str:
+    """The requirement with the properties appended: states everything, reads stiffly."""
+    return f"{requirement} It should have: {'; '.join(properties)}." if properties else requirement
