@@ -106,6 +106,29 @@ def test_all_keeps_going_when_one_dataset_cannot_run(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("fake_plugin")
+def test_param_overrides_a_retriever_parameter_like_a_registry_entry() -> None:
+    _, out, _ = invoke("run", "-r", "overlap-strict", "--format", "json")
+    [entry] = json.loads(out)
+    code, out, _ = invoke("run", "-r", "overlap", "-p", "min_overlap=2", "--format", "json")
+    [overridden] = json.loads(out)
+    assert code == 0 and overridden["row"]["retriever"]["params"] == entry["row"]["retriever"]["params"]
+    assert overridden["row"]["retriever"]["name"] == "overlap"  # the row says which entry it overrode
+    assert overridden["row"]["metrics"] == entry["row"]["metrics"]
+    assert overridden["row"]["config_hash"] != json.loads(invoke("run", "--format", "json")[1])[0]["row"]["config_hash"]
+    # the condition's expected scores are the entry's, so an override is not checked against them
+    _, out, _ = invoke("run", "-p", "min_overlap=1", "--check", "--format", "json")
+    assert json.loads(out)[0]["checks"] == []
+    for args, message in [
+        (["-p", "min_overlap"], "'min_overlap': expected KEY=VALUE"),
+        (["-p", "min_overlap=[1"], "the value is not YAML"),
+        (["-p", "min_overlap=many"], "min_overlap"),
+        (["-p", "colour=red"], "colour"),
+    ]:
+        code, out, err = invoke("run", *args)
+        assert code != 0 and message in out + err, (args, out + err)
+
+
+@pytest.mark.usefixtures("fake_plugin")
 def test_errors_are_one_line_without_traceback() -> None:
     for args, message in [
         (["run", "--retriever", "nope"], "error: unknown retriever 'nope'; known: "),

@@ -55,6 +55,36 @@ def data_dir_option(func: Callable[..., Any]) -> Callable[..., Any]:
     )(func)
 
 
+def _parse_params(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, Any]:
+    """``("lam=0.5", "fields=[name, summary]")`` → ``{"lam": 0.5, "fields": ["name", "summary"]}``:
+    each value read as YAML, as the registry reads it (the retriever's Options check it)."""
+    import yaml
+
+    params: dict[str, Any] = {}
+    for item in values:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{item!r}: expected KEY=VALUE, e.g. -p k1=0.9", ctx, param)
+        try:
+            params[key.strip()] = yaml.safe_load(text) if text.strip() else None
+        except yaml.YAMLError as exc:
+            raise click.BadParameter(f"{item!r}: the value is not YAML ({exc.problem})", ctx, param) from None
+    return params
+
+
+def param_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--param",
+        "-p",
+        "retriever_params",
+        multiple=True,
+        callback=_parse_params,
+        metavar="KEY=VALUE",
+        help="override a parameter of the retriever (repeat; YAML values: 0.5, true, [a, b]); the row "
+        "records it and its configuration hash changes",
+    )(func)
+
+
 def echo_json(data: Any) -> None:
     from harness.run.secrets import redact
 

@@ -13,6 +13,7 @@ from harness.cli.common import (
     echo_json,
     executor_options,
     format_option,
+    param_option,
     progress,
     registry_option,
     seed_and_device_options,
@@ -25,6 +26,7 @@ from harness.plugins.hookspecs import hookimpl
 
 @click.command()
 @click.option("--retriever", "-r", help="registry entry or plugin retriever name")
+@param_option
 @click.option("--dataset", "-d", help="registry entry or plugin dataset name")
 @click.option("--split", "-s", help="query split (default from the registry, usually test)")
 @click.option("--k", type=int, help="ranking depth to retrieve and evaluate")
@@ -59,6 +61,7 @@ from harness.plugins.hookspecs import hookimpl
 @registry_option
 def run(
     retriever: str | None,
+    retriever_params: dict[str, Any],
     dataset: str | None,
     split: str | None,
     k: int | None,
@@ -126,7 +129,22 @@ def run(
     cannot: dict[str, list[str]] = {}
     for d, s in targets:
         try:
-            specs.append(resolve(registry, plugins, retriever, d, s, k, metric_list, sample, seed, params, train_split))
+            specs.append(
+                resolve(
+                    registry,
+                    plugins,
+                    retriever,
+                    d,
+                    s,
+                    k,
+                    metric_list,
+                    sample,
+                    seed,
+                    params,
+                    train_split,
+                    retriever_params,
+                )
+            )
         except HarnessError as exc:
             if not run_all:
                 raise

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from harness.cli import common
@@ -11,6 +13,7 @@ from harness.plugins.hookspecs import hookimpl
 
 @click.command()
 @click.option("--retriever", "-r", required=True, help="registry entry or plugin retriever name (a trained one)")
+@common.param_option
 @click.option("--dataset", "-d", help="registry entry or plugin dataset name")
 @common.training_options
 @common.seed_and_device_options
@@ -20,6 +23,7 @@ from harness.plugins.hookspecs import hookimpl
 @common.registry_option
 def train(
     retriever: str,
+    retriever_params: dict[str, Any],
     dataset: str | None,
     train_split: str,
     validation_split: str,
@@ -48,7 +52,16 @@ def train(
     registry = load_registry(registry_path, plugins)
     params = {"data_dir": data_dir} if data_dir else None
     # nothing is evaluated: the spec's split (the registry default) only passes resolve's checks
-    spec = resolve(registry, plugins, retriever, dataset, seed=seed, dataset_params=params, train_split=train_split)
+    spec = resolve(
+        registry,
+        plugins,
+        retriever,
+        dataset,
+        seed=seed,
+        dataset_params=params,
+        train_split=train_split,
+        retriever_params=retriever_params,
+    )
     if spec.main.instance.regime != "trained":
         raise HarnessError(f"retriever {retriever!r} is {spec.main.instance.regime}: it has nothing to train")
     where = common.executor_from_options(executor, address, num_gpus_per_worker, workers)

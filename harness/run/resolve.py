@@ -121,8 +121,11 @@ def construct(
     return Component(name, instance, info)
 
 
-def resolve_retrievers(registry: Registry, plugins: Any, name: str) -> dict[str, Component]:
-    """``name`` and every retriever it uses, recursively, each constructed once (cycles are errors)."""
+def resolve_retrievers(
+    registry: Registry, plugins: Any, name: str, overrides: dict[str, Any] | None = None
+) -> dict[str, Component]:
+    """``name`` and every retriever it uses, recursively, each constructed once (cycles are
+    errors). ``overrides`` replace parameters of ``name``'s entry (``harness run -p``)."""
     found: dict[str, Component] = {}
 
     def visit(current: str, path: tuple[str, ...]) -> None:
@@ -132,7 +135,8 @@ def resolve_retrievers(registry: Registry, plugins: Any, name: str) -> dict[str,
             return
         entry = _entry("retriever", registry.retrievers, RetrieverEntry, plugins, current)
         origin = registry.origin("retriever", current)
-        found[current] = construct(plugins, "retriever", current, entry.plugin, entry.params, origin)
+        params = {**entry.params, **(overrides or {})} if current == name else entry.params
+        found[current] = construct(plugins, "retriever", current, entry.plugin, params, origin)
         for used in found[current].instance.uses():
             visit(used, (*path, current))
 
@@ -159,10 +163,12 @@ def resolve(
     seed: int = 0,
     dataset_params: dict[str, Any] | None = None,
     train_split: str = "train",
+    retriever_params: dict[str, Any] | None = None,
 ) -> RunSpec:
     """Fill in defaults from the registry, check every name, construct every component.
     ``plugins`` is the :class:`harness.plugins.PluginManager`; ``dataset_params`` override the
-    dataset entry's parameters (``--data-dir`` sets ``data_dir``)."""
+    dataset entry's parameters (``--data-dir`` sets ``data_dir``), ``retriever_params`` the
+    retriever's (``-p KEY=VALUE``)."""
     retriever = retriever or registry.defaults.retriever
     dataset = dataset or registry.defaults.dataset
     if retriever is None:
@@ -173,7 +179,8 @@ def resolve(
     # every name first: a typo is reported before anything is constructed or read
     _entry("retriever", registry.retrievers, RetrieverEntry, plugins, retriever)
     _entry("dataset", registry.datasets, DatasetEntry, plugins, dataset)
-    condition = registry.condition_for(retriever, dataset, split)
+    # a condition's expected scores belong to the entry's parameters, not to overridden ones
+    condition = None if retriever_params else registry.condition_for(retriever, dataset, split)
     k = k if k is not None else (condition.k if condition else registry.defaults.k)
     if k <= 0:
         raise HarnessError(f"k must be a positive integer, got {k}")
@@ -193,7 +200,7 @@ def resolve(
         except HarnessError as exc:
             where = registry.origin("condition", condition.name) or registry.source
             raise HarnessError(f"{where}: condition {condition.name!r}, expected: {exc}") from None
-    retrievers = resolve_retrievers(registry, plugins, retriever)
+    retrievers = resolve_retrievers(registry, plugins, retriever, retriever_params)
     main: Retriever = retrievers[retriever].instance
     depth, why = k, f"k={k}"
     if isinstance(main, Reranker) and main.options.candidates < k:  # type: ignore[attr-defined]
