@@ -438,8 +438,16 @@ def _embed_remote(
     for index, result in results:
         shard = shards[index]
         if api:
-            for rows, vectors in result["batches"]:
-                _check_shard(vectors, len(rows), index, rows)
+            try:
+                batches = [(list(rows), vectors) for rows, vectors in result["batches"]]
+                dict(result["usage"])
+            except (KeyError, TypeError, ValueError):
+                raise HarnessError(
+                    f"encoding shard {index} came back from a worker malformed: not its batches and usage; "
+                    "none of it is cached"
+                ) from None
+            for rows, vectors in batches:
+                _check_shard(vectors, len(rows), index, rows, len(shard))
                 cache.add([keys[shard[r]] for r in rows], _normalise(vectors))
             encoder.absorb(result)
         else:
@@ -449,9 +457,10 @@ def _embed_remote(
             on_progress(len(shard))
 
 
-def _check_shard(vectors: Any, rows: int, index: int, positions: Sequence[int] = ()) -> None:
+def _check_shard(vectors: Any, rows: int, index: int, positions: Sequence[int] = (), size: int = 0) -> None:
     """What a worker sent back for shard ``index`` is one finite vector per text, or one error:
-    nothing malformed reaches the cache."""
+    nothing malformed reaches the cache. ``positions``: the rows of a shard of ``size`` texts
+    that an API batch answers."""
     problem = None
     if not isinstance(vectors, np.ndarray) or vectors.ndim != 2:
         problem = f"not a matrix ({type(vectors).__name__})"
@@ -459,7 +468,12 @@ def _check_shard(vectors: Any, rows: int, index: int, positions: Sequence[int] =
         problem = f"{vectors.shape[0]} vectors for {rows} texts"
     elif not np.isfinite(vectors).all():
         problem = "non-finite values"
-    elif positions and (min(positions) < 0 or len(set(positions)) != len(positions)):
+    elif positions and (
+        not all(isinstance(p, int) for p in positions)
+        or min(positions) < 0
+        or max(positions) >= size
+        or len(set(positions)) != len(positions)
+    ):
         problem = "rows out of place"
     if problem:  # nothing of it is cached
         raise HarnessError(f"encoding shard {index} came back from a worker malformed: {problem}; none of it is cached")

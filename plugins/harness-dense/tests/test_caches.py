@@ -9,11 +9,13 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from helpers import run_two, tiny_skb
 
+import harness
 from harness import BuildContext
 
 _SHARD_CHILD = """
@@ -176,3 +178,55 @@ def test_damaged_embedding_shard_is_re_encoded(damage: str, tmp_path: Path, capf
     assert encoder.encoded == 2, "exactly the damaged shard's texts are encoded again"
     warning = capfd.readouterr().err
     assert warning.count("warning: cache entry") == 1 and str(tmp_path / "shard-1.json") in warning
+
+
+class _Tampering(harness.Executor):
+    """An executor whose workers send back ``reply`` for every shard (a worker that is broken,
+    or a malicious one): the driver must refuse it before anything reaches the cache."""
+
+    name = "tampering"
+
+    def __init__(self, reply: Any) -> None:
+        super().__init__()
+        self.reply = reply
+
+    def map(self, factory, items, *, description, num_gpus=None):  # type: ignore[no-untyped-def]
+        for index, _ in enumerate(items):
+            yield index, self.reply
+
+
+class _Encoder:
+    def __init__(self, provider: str | None) -> None:
+        self.provider = provider
+
+    def worker_factory(self) -> Any:
+        return lambda: None
+
+    def absorb(self, result: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("provider", "reply", "problem"),
+    [
+        (None, np.ones((2, 3), dtype=np.float32), "2 vectors for 3 texts"),
+        (None, np.full((3, 3), np.nan, dtype=np.float32), "non-finite values"),
+        (None, [[1.0, 2.0]] * 3, "not a matrix"),
+        ("openai", {"batches": [([0, 1, 3], np.ones((3, 2), dtype=np.float32))], "usage": {}}, "rows out of place"),
+        ("openai", {"batches": [([0, 0, 1], np.ones((3, 2), dtype=np.float32))], "usage": {}}, "rows out of place"),
+        ("openai", {"batches": [([-1], np.ones((1, 2), dtype=np.float32))], "usage": {}}, "rows out of place"),
+        ("openai", {"batches": [([0, 1], np.ones((1, 2), dtype=np.float32))], "usage": {}}, "1 vectors for 2 texts"),
+        ("openai", {"vectors": []}, "not its batches and usage"),
+        ("openai", {"batches": [np.ones((3, 2))], "usage": {}}, "not its batches and usage"),
+    ],
+)
+def test_a_malformed_shard_from_a_worker_is_one_error_and_nothing_is_cached(
+    tmp_path: Path, provider: str | None, reply: Any, problem: str
+) -> None:
+    from harness_dense.embeddings import EmbeddingCache, _embed_remote
+
+    cache = EmbeddingCache(tmp_path / "cache")
+    texts = ["a", "b", "c"]
+    with pytest.raises(harness.HarnessError, match=f"shard 0 came back from a worker malformed: {problem}"):
+        _embed_remote(_Encoder(provider), cache, texts, texts, [[0, 1, 2]], _Tampering(reply), None)
+    assert cache.index() == {}
