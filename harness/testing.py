@@ -44,6 +44,7 @@ __all__ = [
     "checkpoint_entry",
     "plugin_manager",
     "run_retriever",
+    "star_skb",
     "tiny_skb",
 ]
 
@@ -74,6 +75,26 @@ def tiny_skb() -> SKB:
         src=src,
         dst=dst,
         edge_type=edge_type,
+        candidate_types=["product"],
+    )
+
+
+def star_skb(leaves: int, chain: bool = True) -> SKB:
+    """A hub brand (node 0) making ``leaves`` products (nodes 1…): one node of huge degree, to
+    test that a retriever's graph work stays within its bounds. ``chain``: each product is also
+    ``similar`` to the next (paths longer than one hop that avoid the hub)."""
+    products = np.arange(1, leaves + 1)
+    chained = products[:-1] if chain else products[:0]
+    return SKB(
+        name="star",
+        node_type_names=["product", "brand"],
+        node_types=np.array([1] + [0] * leaves),
+        names=["hub", *(f"product {i}" for i in products)],
+        fields=[{"country": "here"}, *({"description": f"thing {i}", "tags": ["a", "b"]} for i in products)],
+        edge_types=[EdgeType("made_by", "made by", "makes")] + ([EdgeType("similar", "similar to")] if chain else []),
+        src=np.concatenate([products, chained]),
+        dst=np.concatenate([np.zeros(leaves, dtype=np.int64), chained + 1]),
+        edge_type=np.concatenate([np.zeros(leaves, dtype=np.int64), np.ones(len(chained), dtype=np.int64)]),
         candidate_types=["product"],
     )
 

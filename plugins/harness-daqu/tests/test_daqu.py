@@ -19,7 +19,7 @@ import torch
 
 import harness
 from harness import HarnessError
-from harness.testing import check_retriever, check_training_resumes, checkpoint_entry, run_retriever, tiny_skb
+from harness.testing import check_retriever, check_training_resumes, checkpoint_entry, run_retriever, star_skb, tiny_skb
 from harness_daqu.metadata import SELF, Gatherer
 from harness_daqu.retriever import CHECKPOINT, DAQuRetriever
 from harness_dense.retrievers import DenseRetriever
@@ -264,25 +264,8 @@ def test_bad_parameters_are_one_clear_error(tmp_path: Path) -> None:
         _run(tmp_path, tmp_path / "cache", epochs=0, entity_types=["user"])
 
 
-def _star(leaves: int) -> harness.SKB:
-    """A hub brand making ``leaves`` products: one node of huge degree."""
-    products = np.arange(1, leaves + 1)
-    return harness.SKB(
-        name="star",
-        node_type_names=["product", "brand"],
-        node_types=np.array([1] + [0] * leaves),
-        names=["hub", *(f"product {i}" for i in products)],
-        fields=[{"country": "here"}, *({"description": f"thing {i}", "tags": ["a", "b"]} for i in products)],
-        edge_types=[harness.EdgeType("made_by", "made by", "makes")],
-        src=products,
-        dst=np.zeros(leaves, dtype=np.int64),
-        edge_type=np.zeros(leaves, dtype=np.int64),
-        candidate_types=["product"],
-    )
-
-
-def test_gathering_stays_within_its_bounds_on_a_star() -> None:
-    skb = _star(20_000)
+def test_gathering_stays_within_its_bounds_on_astar_skb() -> None:
+    skb = star_skb(20_000, chain=False)
     gatherer = Gatherer(skb, max_per_relation=7, fields=["name", "description"], sample_seed=3)
     meta = gatherer.gather("what does the hub make, and product 12?")
     assert [node for _, node in meta.entities] == [12, 0]  # the longer mention first

@@ -15,7 +15,7 @@ import torch
 
 import harness
 from harness import HarnessError
-from harness.testing import check_retriever, check_training_resumes, checkpoint_entry, run_retriever, tiny_skb
+from harness.testing import check_retriever, check_training_resumes, checkpoint_entry, run_retriever, star_skb, tiny_skb
 from harness_bm25.retriever import BM25Retriever
 from harness_gnn.encoder import NodeVectors
 from harness_gnn.graph import CANDIDATE, ENTITY, EntityLinker, Subgraphs
@@ -170,26 +170,9 @@ def test_entity_linking_prefers_the_longest_mention() -> None:
     assert linker.link("the a of", 10).tolist() == [] and linker.link("acme glöbex", 1).tolist() == [5]
 
 
-def _star(leaves: int) -> harness.SKB:
-    """A hub brand with ``leaves`` products, each similar to the next: one node of huge degree."""
-    products = np.arange(1, leaves + 1)
-    return harness.SKB(
-        name="star",
-        node_type_names=["product", "brand"],
-        node_types=np.array([1] + [0] * leaves),
-        names=["hub", *(f"product {i}" for i in products)],
-        fields=[{}] * (leaves + 1),
-        edge_types=[harness.EdgeType("made_by", "made by", "makes"), harness.EdgeType("similar", "similar to")],
-        src=np.concatenate([products, products[:-1]]),
-        dst=np.concatenate([np.zeros(leaves, dtype=np.int64), products[1:]]),
-        edge_type=np.concatenate([np.zeros(leaves, dtype=np.int64), np.ones(leaves - 1, dtype=np.int64)]),
-        candidate_types=["product"],
-    )
-
-
 @pytest.mark.parametrize("hops", [1, 2, 3])
-def test_subgraphs_stay_within_their_bounds_on_a_star(hops: int) -> None:
-    skb = _star(5000)
+def test_subgraphs_stay_within_their_bounds_on_astar_skb(hops: int) -> None:
+    skb = star_skb(5000)
     graphs = Subgraphs(skb, hops=hops, max_nodes=60, max_neighbors=8, seed=3)
     nodes, rows = graphs.row(0)
     assert len(nodes) == 8 and rows.tolist() == [1] * 8  # 8 of the hub's 5000 "makes" neighbours

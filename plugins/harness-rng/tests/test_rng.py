@@ -18,7 +18,7 @@ import torch
 
 import harness
 from harness import HarnessError
-from harness.testing import check_retriever, run_retriever
+from harness.testing import check_retriever, run_retriever, star_skb
 from harness_bm25.retriever import BM25Retriever
 from harness_rng.forms import Forms, f1
 from harness_rng.generator import choose
@@ -242,25 +242,8 @@ def test_written_forms_fail_with_one_clear_error() -> None:
     assert forms.execute(forms.parse('"Dave Unit" maintainer <-maintained_by- package')).tolist() == []
 
 
-def _star(leaves: int) -> harness.SKB:
-    """A hub brand with ``leaves`` products, each similar to the next: one node of huge degree."""
-    products = np.arange(1, leaves + 1)
-    return harness.SKB(
-        name="star",
-        node_type_names=["product", "brand"],
-        node_types=np.array([1] + [0] * leaves),
-        names=["hub", *(f"product {i}" for i in products)],
-        fields=[{}] * (leaves + 1),
-        edge_types=[harness.EdgeType("made_by", "made by", "makes"), harness.EdgeType("similar", "similar to")],
-        src=np.concatenate([products, products[:-1]]),
-        dst=np.concatenate([np.zeros(leaves, dtype=np.int64), products[1:]]),
-        edge_type=np.concatenate([np.zeros(leaves, dtype=np.int64), np.ones(leaves - 1, dtype=np.int64)]),
-        candidate_types=["product"],
-    )
-
-
 def test_enumeration_is_bounded_at_a_hub() -> None:
-    skb = _star(5000)
+    skb = star_skb(5000)
     # the hub's 5000 products: an answer set too broad to keep
     found = Forms(skb, max_answers=1000).enumerate(Forms(skb).link("anything from hub"))
     assert found.candidates == [] and found.hubs == 1
