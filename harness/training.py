@@ -71,6 +71,15 @@ class TrainContext(BuildContext):
         with open(self.work_dir / "curve.jsonl", "a", encoding="utf-8") as handle:
             handle.write(json.dumps(point) + "\n")
 
+    def report(self, epochs: int, examples: int, prepare_seconds: float, train_seconds: float, **extra: Any) -> None:
+        """Record what this attempt trained, in ``checkpoint_dir/fit.json`` (what
+        ``bench/bench_training.py`` reads for throughput): ``epochs`` run now (a resumed attempt
+        counts its own), ``examples`` per epoch, the seconds preparing (mining, encoding, …)
+        and training; ``extra``: anything else worth keeping beside the checkpoint."""
+        seconds = {"prepare": round(prepare_seconds, 3), "train": round(train_seconds, 3)}
+        fit = {"epochs": epochs, "examples": examples, **extra, "seconds": seconds}
+        write_json(self.checkpoint_dir / "fit.json", fit)
+
     def curve(self) -> list[dict[str, Any]]:
         """The points logged so far, those of an interrupted earlier attempt included."""
         path = self.work_dir / "curve.jsonl"

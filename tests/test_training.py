@@ -78,6 +78,7 @@ class LearnedOverlap(harness.Retriever):
             LearnedOverlap.fits.append(epoch)
             context.log(epoch=epoch, loss=loss / len(train), val_hit1=self._hit1(weights, context.validation))
         np.save(context.checkpoint_dir / "weights.npy", weights)
+        context.report(self.options.epochs - start, len(train), 0.0, 0.25, vocabulary=len(self.vocab))
 
     def _hit1(self, weights: np.ndarray, queries: Sequence[Query]) -> float:
         if not queries:
@@ -126,6 +127,8 @@ def test_training_improves_the_ranking_and_the_row_says_how_it_was_trained(tmp_p
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     row = json.loads((trained.run_dir / "row.json").read_text())
     assert row["training"]["checkpoint"] == info.checkpoint
+    fit = json.loads((checkpoint / "fit.json").read_text())  # what the bench reads, beside the model
+    assert fit == {"epochs": 6, "examples": 8, "vocabulary": 28, "seconds": {"prepare": 0.0, "train": 0.25}}
 
 
 def test_a_checkpoint_is_reused_by_content_and_retrained_when_the_content_changes(tmp_path: Path) -> None:

@@ -190,6 +190,7 @@ class DAQuRetriever(harness.Retriever):
             groups.append({"params": list(live.parameters()), "lr": o.encoder_lr})
         optimizer = torch.optim.AdamW(groups, weight_decay=o.weight_decay)
         run = _resume(context.work_dir, self.network, live, optimizer)
+        first_epoch, looping = run["epoch"], time.perf_counter()
         if validation and run["epoch"] == 0:  # the untrained model competes too: training must beat it
             untrained = self._mrr(validation, live, context.device)
             run.update(best=_weights(self.network, live), best_mrr=untrained, untrained_mrr=untrained)
@@ -252,6 +253,7 @@ class DAQuRetriever(harness.Retriever):
             },
         }
         harness.write_json(context.checkpoint_dir / META, meta)
+        context.report(run["epoch"] - first_epoch, len(usable), prepared, time.perf_counter() - looping)
 
     def load_checkpoint(self, path: Path) -> None:
         import torch

@@ -232,18 +232,16 @@ def train_model(
     with context.task(f"dense-ft: trained {round(state.epoch or 0)} epochs ({report.summary}{best})", 1) as task:
         task.advance()  # the last epoch's figures, which no epoch's bar title shows
     trainer.model.save(str(context.checkpoint_dir / "model"), create_model_card=False)
-    harness.write_json(
-        context.checkpoint_dir / "fit.json",
-        {
-            "examples": len(examples.anchors),
-            "queries": examples.queries,
-            "skipped_queries": examples.skipped,
-            "epochs": round(state.epoch or 0),
-            "steps": state.global_step,
-            "best_epoch": best_epoch,  # the epoch kept (null without validation: the last one)
-            "best_metric": state.best_metric,
-            "resumed_from": resume.name if resume else None,
-            "precision": precision,
-            "seconds": {"prepare": round(prepared, 3), "train": round(trained, 3)},  # this attempt's
-        },
+    context.report(
+        round(state.epoch or 0),
+        len(examples.anchors),
+        prepared,
+        trained,
+        queries=examples.queries,
+        skipped_queries=examples.skipped,
+        steps=state.global_step,
+        best_epoch=best_epoch,  # the epoch kept (null without validation: the last one)
+        best_metric=state.best_metric,
+        resumed_from=resume.name if resume else None,
+        precision=precision,
     )

@@ -202,17 +202,8 @@ class QAGNNRetriever(harness.Reranker):
         }
         _torch_save(_copy(self.network), context.checkpoint_dir / CHECKPOINT)
         harness.write_json(context.checkpoint_dir / META, meta)
-        # what bench/bench_training.py reads (as of harness-dense's fine-tuning): this attempt's
-        # epochs, the examples per epoch, and the seconds preparing and training (validation and
-        # epoch checkpoints included)
-        harness.write_json(
-            context.checkpoint_dir / "fit.json",
-            {
-                "epochs": state["epoch"] - first_epoch,
-                "examples": len(usable),
-                "seconds": {"prepare": round(prepared, 3), "train": round(time.perf_counter() - looping, 3)},
-            },
-        )
+        # training seconds include validation and epoch checkpoints
+        context.report(state["epoch"] - first_epoch, len(usable), prepared, time.perf_counter() - looping)
 
     def load_checkpoint(self, path: Path) -> None:
         import torch

@@ -242,14 +242,7 @@ class RnGRetriever(harness.Retriever):
         }
         self.meta = {"options": self.params, "trained": trained}
         harness.write_json(context.checkpoint_dir / META, self.meta)
-        harness.write_json(
-            context.checkpoint_dir / "fit.json",
-            {
-                "epochs": state["epoch"] - first_epoch,
-                "examples": len(usable),
-                "seconds": {"prepare": round(prepared, 3), "train": round(time.perf_counter() - looping, 3)},
-            },
-        )
+        context.report(state["epoch"] - first_epoch, len(usable), prepared, time.perf_counter() - looping)
 
     def load_checkpoint(self, path: Path) -> None:
         self.meta = json.loads((path / META).read_text(encoding="utf-8"))
