@@ -83,3 +83,27 @@ def test_queries_without_a_difference_do_not_blur_the_randomization_test() -> No
     assert paired_test(a, b)["p_randomization"] == 1.0
     b[6], b[7] = -0.3, -0.3  # three equal differences: 2 of the 8 flips are as extreme
     assert paired_test(a, b)["p_randomization"] == pytest.approx(0.25)
+
+
+def test_run_directories_without_per_query_results_point_to_qrels(tmp_path: Path) -> None:
+    # run directories of another tool: rankings and qrels, no per_query.jsonl
+    runs = []
+    for name, ranking in (("first", {"q1": ["d1", "d2"], "q2": ["d2", "d1"]}), ("second", {"q1": ["d2", "d1"]})):
+        directory = tmp_path / name
+        directory.mkdir()
+        (directory / "qrels.trec").write_text("q1 0 d1 1\nq2 0 d2 1\n")
+        lines = [f"{q} Q0 {d} {rank} {10 - rank} {name}" for q, ds in ranking.items() for rank, d in enumerate(ds, 1)]
+        (directory / "run.trec").write_text("\n".join(lines) + "\n")
+        runs.append(str(directory))
+    result = CliRunner().invoke(cli, ["compare", *runs])
+    assert result.exit_code == 2
+    message = " ".join(result.stderr.split())
+    assert f"no per-query results at {Path(runs[0]) / 'per_query.jsonl'}" in message
+    assert f"give --qrels FILE (TREC qrels, e.g. {Path(runs[0]) / 'qrels.trec'})" in message
+    # which works
+    qrels = str(Path(runs[0]) / "qrels.trec")
+    result = CliRunner().invoke(cli, ["compare", *runs, "--qrels", qrels, "--format", "json"], catch_exceptions=False)
+    [row] = json.loads(result.stdout)
+    assert row["queries"] == 2 and row["mean_a"] == 1.0 and row["mean_b"] == 0.25 and row["missing_b"] == 1
+    with pytest.raises(HarnessError, match=r"no per-query results .* give --qrels FILE \(TREC qrels\)"):
+        compare_runs([tmp_path / "nowhere.jsonl", runs[1]], "mrr")

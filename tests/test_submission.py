@@ -254,6 +254,12 @@ def test_conflicting_duplicate_is_refused_unless_superseded(runs: dict[str, Path
 
     actions = merge([runs["overlap-min2"]], board, supersede=True)
     assert [a.kind for a in actions] == ["superseded"]
+    old_row, new_row = actions[0].old, actions[0].row
+    assert old_row is not None
+    line = next(x for x in (board / "CHANGELOG.md").read_text().splitlines() if x.startswith("- superseded"))
+    # the same data: the scores are comparable, old → new
+    assert "not comparable" not in line
+    assert f"hit@1 {100 * old_row.metrics['hit@1']:.2f} → {100 * new_row.metrics['hit@1']:.2f}" in line
     rows = read_rows(board)
     assert len(rows) == 1 and rows[0].retriever.params["min_overlap"] == 2
     assert not old_run.exists()  # the replaced row's per-query results go with it
@@ -645,3 +651,35 @@ def test_rows_of_another_query_set_never_mix_with_a_dataset_and_split(
     # every row replaced at once: the new query set comes in whole
     merge([v2["overlap"].run_dir, v2["overlap-strict"].run_dir], board, supersede=True)
     assert {r.queries_digest for r in read_rows(board)} == {v2["overlap"].row.queries_digest}
+
+
+def test_superseding_with_another_dataset_version_says_the_scores_are_not_comparable(
+    tiny_plugins: PluginManager, runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from helpers import TinyDataset
+
+    board = tmp_path / "leaderboard"
+    merge([runs["overlap"], runs["overlap-strict"]], board)
+    old = {r.retriever.name: r for r in read_rows(board)}
+    # version 2 of the dataset, with another query set
+    monkeypatch.setattr(TinyDataset, "version", "2")
+    edited = REGISTRY.replace(
+        "{plugin: tiny, splits: [test]}", '{plugin: tiny, params: {queries: [[1, "kettle", [0]]]}}'
+    )
+    registry = parse_registry(edited % 1, "v2.yaml")
+    runner = Runner(tiny_plugins, output_dir=tmp_path / "v2", leaderboard_dir=None, device="cpu")
+    v2 = [runner.run(resolve(registry, tiny_plugins, name)).run_dir for name in ("overlap", "overlap-strict")]
+    actions = merge(v2, board, supersede=True)
+    assert [a.kind for a in actions] == ["superseded", "superseded"]
+    new = {r.retriever.name: r for r in read_rows(board)}
+    assert old["overlap"].dataset.version == "0" and new["overlap"].dataset.version == "2"
+
+    lines = [x for x in (board / "CHANGELOG.md").read_text().splitlines() if x.startswith("- superseded")]
+    assert len(lines) == 2
+    for line in lines:
+        name = line.split("**")[1]
+        assert "(dataset 0 → 2, another query set; scores not comparable): " in line
+        scores = line.split("scores not comparable): ")[1].split(" (run of ")[0]
+        assert "→" not in scores  # no old → new between numbers of different data
+        assert scores.startswith(f"hit@1 {100 * new[name].metrics['hit@1']:.2f}")
+        assert f"{100 * old[name].metrics['hit@1']:.2f} →" not in line

@@ -28,7 +28,9 @@ def load_per_query(path: str | Path) -> dict[int, dict[str, float]]:
     path = Path(path)
     file = path / "per_query.jsonl" if path.is_dir() else path
     if not file.exists():
-        raise HarnessError(f"compare: no per-query results at {file} (a run directory holds per_query.jsonl)")
+        raise HarnessError(
+            f"compare: no per-query results at {file} (a run directory holds per_query.jsonl)" + _hint(path)
+        )
     rows: dict[int, dict[str, float]] = {}
     for number, line in enumerate(file.read_text().splitlines(), 1):
         try:
@@ -37,6 +39,16 @@ def load_per_query(path: str | Path) -> dict[int, dict[str, float]]:
         except (ValueError, KeyError, TypeError) as exc:
             raise HarnessError(f"compare: {file}:{number} is not a per-query result ({exc})") from None
     return rows
+
+
+def _hint(path: Path) -> str:
+    """What `harness compare` can do instead when ``path`` has no per-query results."""
+    qrels = path / "qrels.trec" if path.is_dir() else None
+    example = f", e.g. {qrels}" if qrels is not None and qrels.is_file() else ""
+    return (
+        f"; or give --qrels FILE (TREC qrels{example}): compare then computes each run's per-query values from "
+        "the qrels and its run file (TREC, MS MARCO, ranx JSON) or its directory's run.trec"
+    )
 
 
 def paired_test(a: np.ndarray, b: np.ndarray, resamples: int = 10_000, seed: int = 0) -> dict[str, float]:

@@ -37,6 +37,11 @@ class MergeAction:
         if self.old is None:
             return head + ": " + ", ".join(f"{m} {100 * row.metrics[m]:.2f}" for m in shown)
         how = "same configuration" if self.kind == "replaced" else f"was `{self.old.config_hash}`"
+        dates = f"{self.old.timestamp:%Y-%m-%d} → {row.timestamp:%Y-%m-%d}"
+        apart = incomparable(self.old, row)
+        if apart:  # no arrow between numbers of different data: they would read as a change
+            scores = ", ".join(f"{m} {100 * row.metrics[m]:.2f}" for m in shown)
+            return f"{head}, {how} ({', '.join(apart)}; scores not comparable): {scores} (run of {dates})"
         if self.old.metrics == row.metrics:
             changes = "metrics unchanged"
         else:
@@ -44,8 +49,24 @@ class MergeAction:
                 f"{m} {100 * self.old.metrics[m]:.2f} → {100 * row.metrics[m]:.2f}" if m in self.old.metrics else m
                 for m in shown
             )
-        dates = f"{self.old.timestamp:%Y-%m-%d} → {row.timestamp:%Y-%m-%d}"
         return f"{head}, {how}: {changes} (run of {dates})"
+
+
+def incomparable(old: LeaderboardRow, new: LeaderboardRow) -> list[str]:
+    """Why ``old``'s scores cannot be compared with ``new``'s (empty when they can): another version of
+    the dataset, another SKB or query set, another sample of it, or other metric definitions."""
+    apart = []
+    if old.dataset.version != new.dataset.version:
+        apart.append(f"dataset {old.dataset.version} → {new.dataset.version}")
+    if old.dataset_fingerprint != new.dataset_fingerprint:
+        apart.append("another SKB")
+    if None not in (old.queries_digest, new.queries_digest) and old.queries_digest != new.queries_digest:
+        apart.append("another query set")
+    if old.sample != new.sample:
+        apart.append("another sample of the queries")
+    if old.versions.metrics != new.versions.metrics:
+        apart.append(f"metric definitions {old.versions.metrics} → {new.versions.metrics}")
+    return apart
 
 
 def merge(
