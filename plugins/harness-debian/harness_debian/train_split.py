@@ -6,21 +6,27 @@ This module merges runs into ``data/v2/train/``::
 
     python -m harness_debian.train_split RUN_DIR [RUN_DIR ...] [--out DIR]
 
-and :func:`train_queries` reads them back for ``qa/`` (``queries_v2.extra_splits``). Merging:
+and :func:`train_queries` reads them back for ``qa/`` (``queries_v2.extra_splits``). Every
+record goes through the same gate, whatever the run's options were:
 
-* a query whose gold answer answers an evaluation query (val or test) is refused — the
-  synthesis excluded those golds; this checks it again, so no (template, gold) pair of an
-  evaluation query can be in the train split;
-* drafts the LLM stages could not use are dropped, each with its reason counted: a property
-  that shares no word with the gold's document (the prompt asks for properties "taken from
-  the text"; a small model sometimes emits noise), a query text that does not name every
-  slot entity, a gold missing from the answers;
-* duplicates (the same template, slot entities and gold, or the same text) keep the first;
-* ids are renumbered from 100000, in run order, so they never meet an evaluation id.
+* **properties**: kept only if usable (not one naming the node, "package: …", "homepage: …")
+  and literally in the gold's document (``harness_synthesis.requests.property_holds``: a
+  small model also invents properties, or echoes the prompt); a record left with none is
+  dropped;
+* **answers**: the gold and every relational candidate whose document has every kept
+  property — the literal judge. A verifier LLM's verdicts stay in the provenance, but do not
+  decide: SmolLM2-135M accepts wrong candidates more often than the gold;
+* **text**: the LLM's request if it still states the requirement and exactly the kept
+  properties (``request_problem``), else the template with the kept properties appended;
+* a gold that answers an evaluation query (val or test) is dropped (the synthesis excludes
+  those golds; the evaluation set may have changed since), so no (template, gold) pair of an
+  evaluation query is in the train split; duplicates (the same template, slot entities and
+  gold, or the same text) keep the first; ids are renumbered from 100000, in run order.
 
-``queries.csv`` (STaRK's columns), ``provenance.jsonl.xz`` (every stage's record per query)
-and ``statistics.json`` (counts, templates, hops, answers per query, the gold pass rate of
-the LLM verifier, what was dropped and why, the runs' configurations) are written atomically.
+``queries.csv`` (STaRK's columns), ``provenance.jsonl.xz`` (every stage's record per query,
+and what the gate changed) and ``statistics.json`` (counts, templates, hops, answers per
+query, how the verifier LLM compared with the literal judge, what was dropped or replaced and
+why, the runs' configurations) are written whole, replacing an earlier split.
 """
 
 from __future__ import annotations
@@ -38,38 +44,25 @@ from typing import Any
 from harness import SKB, HarnessError, Query, read_stark_csv, replace_dir, write_stark_csv
 
 FIRST_ID = 100_000
-TWO_HOP = {  # templates whose requirement reaches the answer through another node
-    "maintainer>package>depends",
-    "package>maintainer>package",
-    "tag>package+maintainer>package>depends",
-    "section>package+maintainer>package>depends",
-    "maintainer>package+section>package<depends",
-}
-
-
-# Field labels: every package document has them, so they show no property.
-_LABELS = frozenset("summary description version homepage section package".split())
 _ECHO = re.compile(r"short propert|taken from the text|a few words|one per line", re.IGNORECASE)
 
 
-def _words(text: str) -> set[str]:
-    """Words of four letters or more, and numbers (a version is a property)."""
-    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) >= 4 or any(c.isdigit() for c in w)}
+def _synthesis() -> Any:
+    try:
+        import harness_synthesis.requests as requests
+    except ImportError:
+        raise HarnessError(
+            "merging a train split checks records with harness-synthesis: "
+            "pip install 'stark-harness-debian[train-split]'"
+        ) from None
+    return requests
 
 
-def _problem(record: dict[str, Any], skb: SKB) -> str | None:
-    """Why a synthesized query cannot be a training query, or None."""
-    relational = record.get("relational", {})
-    gold = relational.get("gold")
-    if gold is None or gold not in record.get("answer_ids", []):
-        return "gold not among the answers"
-    document = _words(skb.document(int(gold)))
-    properties = record.get("textual", {}).get("properties", [])
-    if any(_ECHO.search(p) for p in properties):
-        return "a property that echoes the prompt"
-    if not properties or any(not (_words(p) - _LABELS) & document for p in properties):
-        return "a property not taken from the gold's text"
-    return None
+def _hops() -> dict[str, int]:
+    """Template name → hops from its farthest slot entity to the answer."""
+    from harness_synthesis.templates import TEMPLATES
+
+    return {t.name: max(len(p.hops) for p in t.paths) for t in TEMPLATES["debian"]}
 
 
 def _requirement(relational: dict[str, Any]) -> tuple[str, list[str]]:
@@ -80,26 +73,32 @@ def _requirement(relational: dict[str, Any]) -> tuple[str, list[str]]:
     return text, [a["name"] for a in relational.get("anchors", {}).values()]
 
 
-def _stated(record: dict[str, Any]) -> tuple[str, str]:
-    """The first of the LLM's rephrased and fused texts that still states the requirement,
-    else the template with the properties: (text, which). Runs made before the fuse stage
-    checked relations, properties and loops (fuse v2) are re-checked here with the same rule."""
-    try:
-        from harness_synthesis.requests import request_problem, template_request
-    except ImportError:
-        raise HarnessError(
-            "merging a train split re-checks texts with harness-synthesis: "
-            "pip install 'stark-harness-debian[train-split]'"
-        ) from None
+def _properties(record: dict[str, Any], skb: SKB) -> tuple[list[str], str | None]:
+    """The record's usable properties that the gold's document says, or why there are none."""
+    requests = _synthesis()
+    properties = record.get("textual", {}).get("properties", [])
+    if any(_ECHO.search(p) for p in properties):
+        return [], "a property that echoes the prompt"
+    document = skb.document(int(record["relational"]["gold"]))
+    usable = [p for p in properties if requests.property_problem(p, skb.node_type_names) is None]
+    kept = [p for p in usable if requests.property_holds(document, p)]
+    if not kept:
+        return [], "no property the gold's text says" if usable else "only properties naming a node"
+    return kept, None
 
+
+def _stated(record: dict[str, Any], properties: list[str]) -> tuple[str, str]:
+    """The first of the LLM's rephrased and fused texts that still states the requirement and
+    the kept ``properties``, else the template with them: (text, which)."""
+    requests = _synthesis()
     requirement, names = _requirement(record["relational"])
-    properties = record["textual"]["properties"]
     fuse = record.get("fuse", {})
-    for which in ("rephrased", "fused"):
-        text = record["query"] if fuse.get("used") == which else _clean(fuse.get(which, ""))
-        if which in fuse and not request_problem(text, requirement, names, properties):
-            return text, which
-    return template_request(requirement, properties), "template"
+    if properties == record["textual"]["properties"]:
+        for which in ("rephrased", "fused"):
+            text = record["query"] if fuse.get("used") == which else _clean(fuse.get(which, ""))
+            if which in fuse and not requests.request_problem(text, requirement, names, properties):
+                return text, which
+    return requests.template_request(requirement, properties), "template"
 
 
 def _clean(answer: str) -> str:
@@ -108,13 +107,22 @@ def _clean(answer: str) -> str:
     return re.sub(r"^(?:request|query|question)\s*:\s*", "", text, flags=re.IGNORECASE)
 
 
+def _answers(record: dict[str, Any], properties: list[str], skb: SKB) -> list[int]:
+    """The gold and every relational candidate whose document has every property."""
+    holds = _synthesis().property_holds
+    gold = int(record["relational"]["gold"])
+    candidates = [int(n) for n in record.get("filter", {}).get("verdicts", {})] or record["answer_ids"]
+    return sorted({gold, *(n for n in candidates if all(holds(skb.document(n), p) for p in properties))})
+
+
 def merge(runs: list[Path], skb: SKB, evaluation: list[Query]) -> tuple[list[Query], list[dict[str, Any]], dict]:
     """The train queries, their provenance and the statistics, from synthesis run directories."""
     forbidden = {a for q in evaluation for a in q.answer_ids}
     queries: list[Query] = []
     provenance: list[dict[str, Any]] = []
     dropped: Counter[str] = Counter()
-    rechecked: Counter[str] = Counter()  # LLM texts that no longer stated the requirement, replaced
+    replaced: Counter[str] = Counter()  # LLM texts that no longer stated the requirement
+    verifier = Counter[str]()  # the verifier LLM's verdicts against the literal judge's
     seen_requirements: set[str] = set()
     seen_texts: set[str] = set()
     configs = []
@@ -127,56 +135,82 @@ def merge(runs: list[Path], skb: SKB, evaluation: list[Query]) -> tuple[list[Que
             raise HarnessError(f"{root}: not a finished synthesis run ({exc})") from None
         for record in records:
             gold = record.get("relational", {}).get("gold")
+            if gold is None:
+                dropped["no gold answer"] += 1
+                continue
             if gold in forbidden:
-                raise HarnessError(
-                    f"{root}/provenance.jsonl: query {record['id']} has gold {gold}, an answer of an evaluation query; "
-                    "synthesize with --exclude-answers-of val --exclude-answers-of test"
-                )
-            problem = _problem(record, skb)
+                dropped["the gold answers an evaluation query"] += 1
+                continue
+            properties, problem = _properties(record, skb)
             if problem:
                 dropped[problem] += 1
                 continue
-            text, which = _stated(record)
+            text, which = _stated(record, properties)
+            answers = _answers(record, properties, skb)
+            gate = {"properties": properties, "text": which, "answers": answers, "llm_answers": record["answer_ids"]}
             if which != record.get("fuse", {}).get("used"):
-                rechecked[f"{record.get('fuse', {}).get('used')} → {which}"] += 1
-                record = {**record, "query": text, "fuse": {**record["fuse"], "used": which, "rechecked": True}}
+                replaced[f"{record.get('fuse', {}).get('used')} → {which}"] += 1
             relational = record["relational"]
             anchors = sorted((slot, a["id"]) for slot, a in relational["anchors"].items())
             requirement = json.dumps([relational["template"], anchors, relational["gold"]])
-            text = " ".join(record["query"].lower().split())
-            if requirement in seen_requirements or text in seen_texts:
+            normal = " ".join(text.lower().split())
+            if requirement in seen_requirements or normal in seen_texts:
                 dropped["duplicate"] += 1
                 continue
             seen_requirements.add(requirement)
-            seen_texts.add(text)
+            seen_texts.add(normal)
+            _compare(record, answers, verifier)
             new_id = FIRST_ID + len(queries)
-            queries.append(Query(new_id, record["query"], tuple(sorted(record["answer_ids"]))))
-            provenance.append({**record, "id": new_id, "source": {"run": run.name, "id": record["id"]}})
+            queries.append(Query(new_id, text, tuple(answers)))
+            provenance.append(
+                {
+                    **record,
+                    "id": new_id,
+                    "query": text,
+                    "answer_ids": answers,
+                    "gate": gate,
+                    "source": {"run": run.name, "id": record["id"]},
+                }
+            )
     if not queries:
         raise HarnessError("no usable synthesized query in " + ", ".join(str(r) for r in runs))
-    return queries, provenance, _statistics(queries, provenance, dropped, rechecked, configs)
+    return queries, provenance, _statistics(queries, provenance, dropped, replaced, verifier, configs)
+
+
+def _compare(record: dict[str, Any], answers: list[int], verifier: Counter[str]) -> None:
+    """Count how the verifier LLM's verdicts agree with the literal judge (gold apart)."""
+    gold = int(record["relational"]["gold"])
+    for node, votes in record.get("filter", {}).get("verdicts", {}).items():
+        llm = [v for v, judge in zip(votes, record["filter"].get("verifiers", []), strict=False) if judge != "literal"]
+        if not llm or int(node) == gold:
+            continue
+        said = "accepted" if all(v is True for v in llm) else "rejected"
+        verifier[f"{said} {'an answer' if int(node) in answers else 'a non-answer'}"] += 1
 
 
 def _statistics(
     queries: list[Query],
     provenance: list[dict[str, Any]],
     dropped: Counter[str],
-    rechecked: Counter[str],
+    replaced: Counter[str],
+    verifier: Counter[str],
     configs: list[dict[str, Any]],
 ) -> dict[str, Any]:
     from harness import QuerySet, query_set_statistics
 
+    hops = _hops()
     templates = Counter(p["relational"]["template"] for p in provenance)
-    passed = [p["filter"]["gold_passed"] for p in provenance if "filter" in p]
+    passed = [p["filter"]["gold_passed"] for p in provenance if "llm" in str(p.get("filter", {}).get("judge", "llm"))]
     return {
         "queries": len(queries),
-        "two_hop_share": round(sum(n for t, n in templates.items() if t in TWO_HOP) / len(queries), 4),
+        "two_hop_share": round(sum(n for t, n in templates.items() if hops.get(t, 1) >= 2) / len(queries), 4),
         "templates": dict(sorted(templates.items())),
         "answers_per_query": round(sum(len(q.answer_ids) for q in queries) / len(queries), 3),
-        "verifier_gold_pass_rate": round(sum(passed) / len(passed), 4) if passed else None,
-        "text_used": dict(Counter(p.get("fuse", {}).get("used", "?") for p in provenance)),
-        "text_replaced": dict(rechecked),
+        "text_used": dict(Counter(p["gate"]["text"] for p in provenance)),
+        "text_replaced": dict(replaced),
         "dropped": dict(dropped),
+        # the verifier LLM (where a run asked one) on the non-gold candidates, against the literal judge
+        "verifier_llm": {"gold_pass_rate": round(sum(passed) / len(passed), 4) if passed else None, **verifier},
         "statistics": query_set_statistics(QuerySet("debian-train", {"train": queries}))["all"],
         "runs": configs,
     }

@@ -23,6 +23,22 @@ def add_command(cli: click.Group) -> None:
     @click.option("--role", help="who asks (default by template set: customer, researcher, doctor, Debian user)")
     @click.option("--max-candidates", type=int, default=20, show_default=True)
     @click.option(
+        "--request",
+        type=click.Choice(["llm", "template"]),
+        default="llm",
+        show_default=True,
+        help="who writes each request: the LLM (kept only if it still states the requirement), or the "
+        "template with the properties appended (no LLM call)",
+    )
+    @click.option(
+        "--judge",
+        type=click.Choice(["llm", "literal", "both"]),
+        default="llm",
+        show_default=True,
+        help="who decides which candidates have the properties: the verifier LLMs, the literal check "
+        "(the candidate's document says it; exact for properties copied from the gold), or both",
+    )
+    @click.option(
         "--doc-chars",
         type=int,
         help="characters of each document the LLM reads (default: 1500 for properties, 1000 for verifying)",
@@ -46,6 +62,8 @@ def add_command(cli: click.Group) -> None:
         templates: str | None,
         role: str | None,
         max_candidates: int,
+        request: str,
+        judge: str,
         exclude_splits: tuple[str, ...],
         doc_chars: int | None,
         seed: int,
@@ -88,8 +106,8 @@ def add_command(cli: click.Group) -> None:
                 templates=templates, n=count, max_candidates=max_candidates, exclude_gold=sorted(excluded)
             ),
             TextualProperties(**common, **shown),
-            Fuse(**common),
-            Filter(**common, **shown, verifiers=list(verifiers), max_candidates=max_candidates),
+            Fuse(**common, request=request),
+            Filter(**common, **shown, verifiers=list(verifiers), max_candidates=max_candidates, judge=judge),
         ]
         where = harness.executor_from_options(executor, address, num_gpus_per_worker, workers)
         for stage in stages[1:]:
@@ -104,6 +122,8 @@ def add_command(cli: click.Group) -> None:
             "verifiers": list(verifiers),
             "n": count,
             "max_candidates": max_candidates,
+            "request": request,
+            "judge": judge,
             "doc_chars": doc_chars,
             "excluded_answers_of": list(exclude_splits),
             "excluded_golds": {"count": len(excluded), "digest": harness.stable_hash(sorted(excluded))},

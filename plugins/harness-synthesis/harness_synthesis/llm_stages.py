@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -27,7 +27,7 @@ import harness
 from harness import SKB, HarnessError
 from harness_llm.api import LLM, Message, check_llm, get_llm, llm_class, options_of, split_spec
 from harness_llm.options import LLMSpec, UsesLLM
-from harness_synthesis.requests import request_problem, template_request
+from harness_synthesis.requests import property_holds, property_problem, request_problem, template_request
 from harness_synthesis.stage import Draft, SynthesisStage
 
 __all__ = ["Filter", "Fuse", "TextualProperties", "parse_properties", "parse_yes_no"]
@@ -151,7 +151,7 @@ class TextualProperties(LLMStage):
     """Stage 2: properties of the gold answer a user in ``role`` would ask for."""
 
     name = "textual"
-    version = "1"
+    version = "2"
 
     class Options(LLMStage.Options):
         properties: int = Field(2, ge=1, description="properties to extract per draft")
@@ -184,7 +184,10 @@ class TextualProperties(LLMStage):
         out = []
         for draft, answer in zip(drafts, answers, strict=True):
             name = str(skb.names[self.gold(draft)])
-            properties = parse_properties(answer, self.options.properties, exclude=name)
+            # a property naming the node ("package: …", "homepage: …") would give an answer away
+            parsed = parse_properties(answer, 100, exclude=name)
+            properties = [p for p in parsed if property_problem(p, skb.node_type_names) is None]
+            properties = properties[: self.options.properties]
             if not properties:
                 continue  # nothing usable: the draft is dropped, as a failed extraction
             provenance = {
@@ -207,12 +210,27 @@ class Fuse(LLMStage):
 
     class Options(LLMStage.Options):
         rephrase_llm: LLMSpec | None = Field(None, description="provider:model that rephrases (default: llm)")
+        request: Literal["llm", "template"] = Field(
+            "llm",
+            description="llm: the LLM writes and rephrases the request; template: the template with the "
+            "properties appended, no LLM call (for a model whose requests never keep the requirement)",
+        )
 
     options: Options
 
     def run(self, skb: SKB, drafts: Sequence[Draft], seed: int) -> list[Draft]:
         role = self.options.role
         properties = [d.provenance.get("textual", {}).get("properties", []) for d in drafts]
+        if self.options.request == "template":
+            return [
+                Draft(
+                    d.id,
+                    template_request(d.text, props),
+                    list(d.answer_ids),
+                    {**d.provenance, self.name: {"used": "template", "request": "template"}},
+                )
+                for d, props in zip(drafts, properties, strict=True)
+            ]
         fused = self.ask(
             None,
             [
@@ -263,13 +281,18 @@ class Fuse(LLMStage):
 
 class Filter(LLMStage):
     """Stage 4: every verifier (``llm`` first) judges every candidate; the answers are the gold
-    plus the candidates all accept."""
+    plus the candidates all accept. ``judge: literal`` judges without an LLM: a candidate has a
+    property when its document says it (``harness_synthesis.requests.property_holds``), and a
+    draft whose gold does not have its own properties is dropped; ``both`` asks both."""
 
     name = "filter"
-    version = "1"
+    version = "2"
 
     class Options(LLMStage.Options):
         verifiers: list[LLMSpec] = Field(default_factory=list, description="more provider:model verifiers")
+        judge: Literal["llm", "literal", "both"] = Field(
+            "llm", description="who judges the candidates: the verifier LLMs, the literal check, or both"
+        )
         doc_chars: int = Field(1000, gt=0, description="characters of each candidate's document shown")
         max_candidates: int = Field(
             50, ge=1, description="drafts with more candidates are dropped (too costly to verify)"
@@ -288,22 +311,31 @@ class Filter(LLMStage):
         ]
 
     def run(self, skb: SKB, drafts: Sequence[Draft], seed: int) -> list[Draft]:
-        judges = [self.options.llm, *self.options.verifiers]
+        judge = self.options.judge
+        judges = [self.options.llm, *self.options.verifiers] if judge != "literal" else []
         kept = [d for d in drafts if len(d.answer_ids) <= self.options.max_candidates]
         asked = [(d, n) for d in kept for n in d.answer_ids]
-        questions = [self._question(skb, n, d.provenance.get("textual", {}).get("properties", [])) for d, n in asked]
+        properties = {d.id: d.provenance.get("textual", {}).get("properties", []) for d in kept}
+        questions = [self._question(skb, n, properties[d.id]) for d, n in asked]
         # votes[i][j]: judge j's verdict on question i
-        by_judge = [self.ask(judge, questions, 4, f"verify with {judge}") for judge in judges]
+        by_judge = [self.ask(j, questions, 4, f"verify with {j}") for j in judges]
         votes = {(d.id, n): [parse_yes_no(answers[i]) for answers in by_judge] for i, (d, n) in enumerate(asked)}
+        if judge != "llm":
+            for d, n in asked:
+                document = skb.document(n)
+                votes[(d.id, n)].append(all(property_holds(document, p) for p in properties[d.id]))
         out = []
         for draft in kept:
             gold = self.gold(draft)
             verdicts = {n: votes[(draft.id, n)] for n in draft.answer_ids}
+            if judge != "llm" and not verdicts[gold][-1]:
+                continue  # the gold lacks its own properties: they were not taken from its text
             answers = sorted({gold, *(n for n, v in verdicts.items() if all(x is True for x in v))})
             provenance = {
                 **draft.provenance,
                 self.name: {
-                    "verifiers": [self.llm(j).label for j in judges],
+                    "judge": judge,
+                    "verifiers": [self.llm(j).label for j in judges] + (["literal"] if judge != "llm" else []),
                     "gold_passed": all(v is True for v in verdicts.get(gold, [])),
                     "verdicts": {str(n): v for n, v in verdicts.items()},
                     "candidates_before": len(draft.answer_ids),

@@ -1,4 +1,5 @@
-"""Whether an LLM-written request still states its relational requirement.
+"""Whether an LLM-written request still states its relational requirement, and whether a
+node has a textual property.
 
 The fuse stage asks an LLM to combine a relational requirement ("Which packages does X
 recommend?") with textual properties, then to rephrase the result. Small models drift: they
@@ -8,6 +9,11 @@ is a wrong training example with exact-looking answers, so the stage keeps an LL
 when :func:`request_problem` finds nothing, and otherwise falls back to
 :func:`template_request`, which states everything by construction.
 
+:func:`property_holds` is the literal judge: a property an LLM copied from the gold's
+document ("summary: GNU R toolkit for …", "version: 3.3.2-1") holds for a node exactly when the
+node's document says the same. Small verifier models judge worse than chance; the literal judge
+is exact for copied properties and refuses invented ones (the gold does not have them).
+
 Light on purpose (no LLM imports): dataset tools re-check shipped queries with it.
 """
 
@@ -15,9 +21,17 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
-__all__ = ["MAX_WORDS", "relation_words", "request_problem", "template_request"]
+__all__ = [
+    "IDENTITY_LABELS",
+    "MAX_WORDS",
+    "property_holds",
+    "property_problem",
+    "relation_words",
+    "request_problem",
+    "template_request",
+]
 
 MAX_WORDS = 80
 # Words of a requirement that name no relation: the answer type and the question's frame.
@@ -98,3 +112,35 @@ def request_problem(text: str, requirement: str, names: Sequence[str], propertie
 def template_request(requirement: str, properties: Sequence[str]) -> str:
     """The requirement with the properties appended: states everything, reads stiffly."""
     return f"{requirement} It should have: {'; '.join(properties)}." if properties else requirement
+
+
+# Fields that name the answer (or another node) rather than describe it: a property "package:
+# openhpi" gives the answer away or points at the wrong package.
+IDENTITY_LABELS = frozenset({"package", "name", "homepage", "url", "source", "title", "id"})
+_QUOTES = re.compile(r"[\"'`\u2018\u2019\u201c\u201d]")
+
+
+def _normal(text: str) -> str:
+    return " ".join(_QUOTES.sub("", text).lower().split()).strip(" .;,")
+
+
+def property_problem(prop: str, node_types: Collection[str] = ()) -> str | None:
+    """Why ``prop`` cannot be a property of a query, or None. ``node_types``: the SKB's, whose
+    names label a document's name line ("- package: aisleriot")."""
+    label, sep, value = prop.partition(":")
+    if sep and label.strip().lower() in IDENTITY_LABELS | {t.lower() for t in node_types}:
+        return f"names the node ({label.strip().lower()})"
+    if len(_normal(value if sep and " " not in label.strip() else prop)) < 3:
+        return "too short to ask for"
+    return None
+
+
+def property_holds(document: str, prop: str) -> bool:
+    """Whether ``document`` says ``prop``: the property, normalised (case, spaces, quotes, end
+    punctuation), appears in the normalised document as whole words (``version: 1.0`` does not
+    hold for ``version: 1.0.2``; a property cut mid-word holds for nothing)."""
+    wanted = _normal(prop)
+    if len(wanted) < 3:
+        return False
+    pattern = r"(?<!\w)" + re.escape(wanted) + r"(?![\w]|[.:/-]\w)"
+    return re.search(pattern, _normal(document)) is not None

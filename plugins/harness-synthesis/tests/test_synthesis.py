@@ -294,6 +294,48 @@ def test_a_request_that_keeps_its_requirement_passes(requirement: str, names: li
     assert request_problem(template_request(requirement, ["free software"]), requirement, names) is None
 
 
+class Copying(LLM):
+    """Lists properties as a small model does: document lines copied (summary, version), and a
+    "package:" line that names the node; it must never be asked anything else."""
+
+    name = "copying"
+    calls = 0
+
+    def complete(self, prompt, max_tokens=256, temperature=0.0):  # type: ignore[no-untyped-def]
+        Copying.calls += 1
+        text = prompt[-1].content
+        assert "short properties" in text, "only the textual stage may ask an LLM"
+        lines = [line.removeprefix("- ") for line in text.split("\n\nList")[0].splitlines()]
+        wanted = [line for line in lines if line.startswith(("package:", "summary:", "version:"))]
+        return Completion("\n".join(f"{i + 1}. {line}" for i, line in enumerate(wanted)), 50, 8, 0.0)
+
+
+def test_literal_judging_and_template_requests_give_exact_answers_without_asking_an_llm(
+    tmp_path: Path, skb: SKB, plugins: Any
+) -> None:
+    from harness_synthesis.requests import property_holds
+
+    plugins.register(provider_plugin(Copying), "copying-llm")
+    out = tmp_path / "synth"
+    args = ["synthesize", "-d", "debian", "--n", "8", "--llm", "copying:m", "--max-candidates", "30"]
+    args += ["--request", "template", "--judge", "literal", "--seed", "4", "--out", str(out)]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    root = out / "qa" / "debian"
+    queries = {q.id: q for name in load_stark_layout(root).split_names for q in load_stark_layout(root).split(name)}
+    provenance = [json.loads(line) for line in (root / "provenance.jsonl").read_text().splitlines()]
+    assert provenance and 0 < Copying.calls <= 8  # one property prompt per draft, nothing else
+    for record in provenance:
+        properties = record["textual"]["properties"]
+        assert properties and not any(p.startswith("package:") for p in properties)  # names the answer
+        query = queries[record["id"]]
+        assert query.text.endswith(f"It should have: {'; '.join(properties)}.") and record["fuse"]["used"] == "template"
+        candidates = [int(n) for n in record["filter"]["verdicts"]]
+        holding = {n for n in candidates if all(property_holds(skb.document(n), p) for p in properties)}
+        assert set(query.answer_ids) == holding and record["relational"]["gold"] in holding
+        assert record["filter"]["verifiers"] == ["literal"]
+
+
 def test_fuse_falls_back_when_the_llm_keeps_the_names_but_loses_the_relation(skb: SKB, plugins: Any) -> None:
     class Terse(LLM):
         name = "terse"
