@@ -58,11 +58,31 @@ def _synthesis() -> Any:
     return requests
 
 
-def _hops() -> dict[str, int]:
-    """Template name → hops from its farthest slot entity to the answer."""
+def _templates() -> list[Any]:
+    """The Debian templates of harness-synthesis (what the runs were made with)."""
+    _synthesis()
     from harness_synthesis.templates import TEMPLATES
 
-    return {t.name: max(len(p.hops) for p in t.paths) for t in TEMPLATES["debian"]}
+    return TEMPLATES["debian"]
+
+
+def _same_skb(record: dict[str, Any], skb: SKB, templates: list[Any], where: str) -> None:
+    """The record's relational candidates, recomputed on ``skb``, are the ones it was judged
+    on: a run made on another SKB (another snapshot, another version) is refused."""
+    from harness_synthesis.templates import candidates
+
+    relational = record["relational"]
+    template = {t.name: t for t in templates}.get(relational["template"])
+    recorded = sorted(int(n) for n in record.get("filter", {}).get("verdicts", {}))
+    if template is None or not recorded:
+        raise HarnessError(f"{where}: query {record['id']}: no template {relational['template']!r} or no candidates")
+    anchors = {slot: int(a["id"]) for slot, a in relational["anchors"].items()}
+    found = sorted(int(n) for n in candidates(skb, template, anchors))
+    if found != recorded:
+        raise HarnessError(
+            f"{where}: query {record['id']} was judged on candidates {recorded[:5]}… but SKB {skb.fingerprint} gives "
+            f"{found[:5]}…: the run was made on another SKB"
+        )
 
 
 def _requirement(relational: dict[str, Any]) -> tuple[str, list[str]]:
@@ -115,8 +135,12 @@ def _answers(record: dict[str, Any], properties: list[str], skb: SKB) -> list[in
     return sorted({gold, *(n for n in candidates if all(holds(skb.document(n), p) for p in properties))})
 
 
-def merge(runs: list[Path], skb: SKB, evaluation: list[Query]) -> tuple[list[Query], list[dict[str, Any]], dict]:
-    """The train queries, their provenance and the statistics, from synthesis run directories."""
+def merge(
+    runs: list[Path], skb: SKB, evaluation: list[Query], templates: list[Any] | None = None
+) -> tuple[list[Query], list[dict[str, Any]], dict]:
+    """The train queries, their provenance and the statistics, from synthesis run directories
+    made with ``templates`` (harness-synthesis's Debian set by default)."""
+    templates = templates if templates is not None else _templates()
     forbidden = {a for q in evaluation for a in q.answer_ids}
     queries: list[Query] = []
     provenance: list[dict[str, Any]] = []
@@ -141,6 +165,7 @@ def merge(runs: list[Path], skb: SKB, evaluation: list[Query]) -> tuple[list[Que
             if gold in forbidden:
                 dropped["the gold answers an evaluation query"] += 1
                 continue
+            _same_skb(record, skb, templates, f"{root}/provenance.jsonl")
             properties, problem = _properties(record, skb)
             if problem:
                 dropped[problem] += 1
@@ -174,7 +199,11 @@ def merge(runs: list[Path], skb: SKB, evaluation: list[Query]) -> tuple[list[Que
             )
     if not queries:
         raise HarnessError("no usable synthesized query in " + ", ".join(str(r) for r in runs))
-    return queries, provenance, _statistics(queries, provenance, dropped, replaced, verifier, configs)
+    return (
+        queries,
+        provenance,
+        _statistics(queries, provenance, dropped, replaced, verifier, configs, skb.fingerprint, templates),
+    )
 
 
 def _compare(record: dict[str, Any], answers: list[int], verifier: Counter[str]) -> None:
@@ -195,10 +224,12 @@ def _statistics(
     replaced: Counter[str],
     verifier: Counter[str],
     configs: list[dict[str, Any]],
+    skb_fingerprint: str,
+    known: list[Any],
 ) -> dict[str, Any]:
     from harness import QuerySet, query_set_statistics
 
-    hops = _hops()
+    hops = {t.name: max(len(p.hops) for p in t.paths) for t in known}
     templates = Counter(p["relational"]["template"] for p in provenance)
     passed = [p["filter"]["gold_passed"] for p in provenance if "llm" in str(p.get("filter", {}).get("judge", "llm"))]
     return {
@@ -212,6 +243,7 @@ def _statistics(
         # the verifier LLM (where a run asked one) on the non-gold candidates, against the literal judge
         "verifier_llm": {"gold_pass_rate": round(sum(passed) / len(passed), 4) if passed else None, **verifier},
         "statistics": query_set_statistics(QuerySet("debian-train", {"train": queries}))["all"],
+        "skb_fingerprint": skb_fingerprint,
         "runs": configs,
     }
 
@@ -230,6 +262,38 @@ def write(out: Path, queries: list[Query], provenance: list[dict[str, Any]], sta
         replace_dir(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # gone already on success
+
+
+def check(root: Path, skb: SKB, evaluation: list[Query]) -> list[str]:
+    """Problems of the train split shipped under ``root`` (empty: none): it was merged on this
+    SKB, its queries are their provenance's, every answer set holds its gold, and no gold
+    answers an evaluation query (the evaluation set may have changed since the merge)."""
+    directory = root / "train"
+    if not (directory / "queries.csv").exists():
+        return []
+    queries = read_stark_csv(directory / "queries.csv")
+    with lzma.open(directory / "provenance.jsonl.xz", "rt", encoding="utf-8") as handle:
+        records = [json.loads(line) for line in handle if line.strip()]
+    stats = json.loads((directory / "statistics.json").read_text(encoding="utf-8"))
+    problems = []
+    if stats.get("skb_fingerprint") != skb.fingerprint:
+        problems.append(f"train: merged on SKB {stats.get('skb_fingerprint')}, not this one ({skb.fingerprint})")
+    if [(q.id, q.text, list(q.answer_ids)) for q in queries] != [
+        (r["id"], r["query"], r["answer_ids"]) for r in records
+    ]:
+        problems.append("train: queries.csv is not its provenance's queries")
+    forbidden = {a: q.id for q in evaluation for a in q.answer_ids}
+    for record in records:
+        gold = int(record["relational"]["gold"])
+        if gold not in record["answer_ids"]:
+            problems.append(f"train: query {record['id']}: its gold {gold} is not an answer")
+        if gold in forbidden:
+            problems.append(f"train: query {record['id']}: its gold {gold} answers evaluation query {forbidden[gold]}")
+        if record["id"] < FIRST_ID:
+            problems.append(f"train: query {record['id']}: ids start at {FIRST_ID}")
+    if stats.get("queries") != len(queries):
+        problems.append(f"train: statistics.json counts {stats.get('queries')} queries, queries.csv has {len(queries)}")
+    return problems
 
 
 def train_queries(root: Path) -> list[Query]:

@@ -12,12 +12,15 @@ import pytest
 from harness import HarnessError, Query
 from harness.testing import tiny_skb
 from harness_debian.queries_v2 import extra_splits
-from harness_debian.train_split import FIRST_ID, merge, train_queries, write
+from harness_debian.train_split import FIRST_ID, check, merge, train_queries, write
+from harness_synthesis.templates import Path as MetaPath
+from harness_synthesis.templates import Template
+
+MADE_BY = {5: [0, 1], 6: [2, 3, 4]}  # the tiny SKB's products of each brand: a record's candidates
 
 
-def _record(
-    qid: int, query: str, gold: int, answers: list[int], properties: list[str], candidates: tuple = (), **anchors: Any
-) -> dict:
+def _record(qid: int, query: str, gold: int, answers: list[int], properties: list[str], **anchors: Any) -> dict:
+    [(brand, _)] = anchors.values()
     return {
         "id": qid,
         "query": query,
@@ -27,7 +30,7 @@ def _record(
             "template_text": "Which products are made by <brand>?",
             "anchors": {slot: {"id": node, "name": name} for slot, (node, name) in anchors.items()},
             "gold": gold,
-            "candidates": len(answers),
+            "candidates": len(MADE_BY[brand]),
         },
         "textual": {"properties": properties},
         "fuse": {"fused": query, "rephrased": query, "used": "rephrased"},
@@ -35,7 +38,7 @@ def _record(
         "filter": {
             "gold_passed": gold in answers,
             "verifiers": ["llm"],
-            "verdicts": {str(n): [n in answers] for n in sorted({gold, *answers, *candidates})},
+            "verdicts": {str(n): [n in answers] for n in MADE_BY[brand]},
         },
     }
 
@@ -48,40 +51,48 @@ def _run(directory: Path, records: list[dict]) -> Path:
     return directory
 
 
+TEMPLATES = [
+    Template(
+        "brand>product",
+        "Which products are made by <brand>?",
+        "product",
+        (MetaPath.parse("brand", "brand <-made_by- product"),),
+    )
+]
+
+
 def test_runs_merge_into_a_train_split_with_exact_answers_and_stated_requirements(tmp_path: Path) -> None:
     skb = tiny_skb()
     good = _record(0, "A kettle made by Acme that whistles?", 1, [1], ["whistles"], brand=(5, "Acme"))
     invented = _record(1, "Something made by Acme: zzzz", 0, [0], ["solar powered"], brand=(5, "Acme"))
     echo = _record(5, "Acme made it", 0, [0], ["a few words each, taken from the text"], brand=(5, "Acme"))
     named = _record(6, "Acme made it", 0, [0], ["product: red kettle"], brand=(5, "Acme"))
-    # the verifier accepted a candidate that does not boil water and rejected one that is a kettle
-    unnamed = _record(2, "A red kettle that boils water fast", 0, [0, 1], ["boils water"], brand=(5, "Acme"))
-    missed = _record(7, "Which Acme kettles?", 1, [1], ["kettle"], candidates=(0, 3), brand=(5, "Acme"))
-    missed["relational"]["template"] = "brand>product>similar"  # not the same requirement as ``good``
+    # the verifier rejected a candidate that has the property; the text lost the requirement
+    missed = _record(2, "A red kettle that boils water fast", 0, [0], ["kettle"], brand=(5, "Acme"))
     same = {**good, "id": 3}
+    # the verifier accepted a candidate that lacks the property
     other = _record(4, "A Glöbex teapot for green tea", 2, [2, 3], ["green tea"], brand=(6, "Glöbex"))
-    first = _run(tmp_path / "a", [good, invented, echo, named, unnamed, missed])
+    first = _run(tmp_path / "a", [good, invented, echo, named, missed])
     second = _run(tmp_path / "b", [same, other])
-    queries, provenance, stats = merge([first, second], skb, [Query(1, "copper pot", (4,))])
-    assert [q.id for q in queries] == [FIRST_ID + i for i in range(4)]
+    queries, provenance, stats = merge([first, second], skb, [Query(1, "copper pot", (4,))], TEMPLATES)
+    assert [q.id for q in queries] == [FIRST_ID, FIRST_ID + 1, FIRST_ID + 2]
     # Answers: the gold and every candidate whose document says every property, whatever the
-    # verifier said. A text that lost the requirement (the slot entity, the relation "made",
-    # a property) is replaced by the template, which states it with the properties.
+    # verifier said. A text that lost the requirement (the slot entity, the relation "made")
+    # is replaced by the template, which states it with the properties.
     assert [(q.text, q.answer_ids) for q in queries] == [
         (good["query"], (1,)),
-        ("Which products are made by Acme? It should have: boils water.", (0,)),
         ("Which products are made by Acme? It should have: kettle.", (0, 1)),
         ("Which products are made by Glöbex? It should have: green tea.", (2,)),
     ]
     assert provenance[1]["gate"] == {
-        "properties": ["boils water"],
+        "properties": ["kettle"],
         "text": "template",
-        "answers": [0],
-        "llm_answers": [0, 1],
+        "answers": [0, 1],
+        "llm_answers": [0],
     }
-    assert provenance[1]["fuse"] == unnamed["fuse"]  # what the stage did stays on record
-    assert stats["text_replaced"] == {"rephrased → template": 3}
-    assert stats["text_used"] == {"rephrased": 1, "template": 3}
+    assert provenance[1]["fuse"] == missed["fuse"]  # what the stage did stays on record
+    assert stats["text_replaced"] == {"rephrased → template": 2}
+    assert stats["text_used"] == {"rephrased": 1, "template": 2}
     assert stats["dropped"] == {
         "no property the gold's text says": 1,
         "a property that echoes the prompt": 1,
@@ -91,29 +102,43 @@ def test_runs_merge_into_a_train_split_with_exact_answers_and_stated_requirement
     # the verifier, against the literal judge, on non-gold candidates
     assert stats["verifier_llm"] == {
         "gold_pass_rate": 1.0,
-        "accepted a non-answer": 2,
+        "rejected a non-answer": 2,
         "rejected an answer": 1,
-        "rejected a non-answer": 1,
+        "accepted a non-answer": 1,
     }
-    assert stats["queries"] == 4 and stats["answers_per_query"] == round(5 / 4, 3)
-    assert provenance[3]["source"] == {"run": "b", "id": 4}
-    write(tmp_path / "v2" / "train", queries, provenance, stats)
-    assert train_queries(tmp_path / "v2") == queries
-    assert extra_splits(tmp_path / "v2") == {"train": queries}
-    with lzma.open(tmp_path / "v2" / "train" / "provenance.jsonl.xz", "rt") as handle:
-        assert [json.loads(line)["id"] for line in handle] == [FIRST_ID + i for i in range(4)]
+    assert stats["queries"] == 3 and stats["answers_per_query"] == round(4 / 3, 3) and stats["two_hop_share"] == 0
+    assert stats["skb_fingerprint"] == skb.fingerprint
+    assert provenance[2]["source"] == {"run": "b", "id": 4}
+    root = tmp_path / "v2"
+    write(root / "train", queries, provenance, stats)
+    assert train_queries(root) == queries
+    assert extra_splits(root) == {"train": queries}
+    with lzma.open(root / "train" / "provenance.jsonl.xz", "rt") as handle:
+        assert [json.loads(line)["id"] for line in handle] == [FIRST_ID, FIRST_ID + 1, FIRST_ID + 2]
+    assert check(root, skb, [Query(1, "copper pot", (4,))]) == []
+    # the evaluation set changed after the merge: a train gold now answers an evaluation query
+    assert check(root, skb, [Query(1, "teapots", (2,))]) == [
+        f"train: query {FIRST_ID + 2}: its gold 2 answers evaluation query 1"
+    ]
     # Merging again replaces the split (it is not a cache that keeps what is there).
-    write(tmp_path / "v2" / "train", queries[:1], provenance[:1], stats)
-    assert train_queries(tmp_path / "v2") == queries[:1]
-    assert [p.name for p in (tmp_path / "v2").iterdir()] == ["train"]
+    write(root / "train", queries[:1], provenance[:1], {**stats, "queries": 1})
+    assert train_queries(root) == queries[:1] and check(root, skb, []) == []
+    assert [p.name for p in root.iterdir()] == ["train"]
+
+
+def test_a_run_made_on_another_skb_is_refused(tmp_path: Path) -> None:
+    record = _record(0, "A kettle made by Acme that whistles?", 1, [1], ["whistles"], brand=(5, "Acme"))
+    record["filter"]["verdicts"] = {"1": [True]}  # judged where Acme made only the blue kettle
+    with pytest.raises(HarnessError, match=r"query 0 was judged on candidates .* the run was made on another SKB"):
+        merge([_run(tmp_path / "a", [record])], tiny_skb(), [], TEMPLATES)
 
 
 def test_a_gold_answer_of_an_evaluation_query_never_reaches_the_split(tmp_path: Path) -> None:
     leak = _record(0, "A copper pot made by Glöbex", 4, [4], ["copper pot"], brand=(6, "Glöbex"))
     fine = _record(1, "A teapot made by Glöbex for green tea", 2, [2], ["green tea"], brand=(6, "Glöbex"))
     run = _run(tmp_path / "a", [leak, fine])
-    queries, _, stats = merge([run], tiny_skb(), [Query(3, "copper pot for soups", (4,))])
+    queries, _, stats = merge([run], tiny_skb(), [Query(3, "copper pot for soups", (4,))], TEMPLATES)
     assert [q.answer_ids for q in queries] == [(2,)]
     assert stats["dropped"] == {"the gold answers an evaluation query": 1}
     with pytest.raises(HarnessError, match="no usable synthesized query"):
-        merge([_run(tmp_path / "b", [leak])], tiny_skb(), [Query(3, "copper pot for soups", (4,))])
+        merge([_run(tmp_path / "b", [leak])], tiny_skb(), [Query(3, "copper pot for soups", (4,))], TEMPLATES)

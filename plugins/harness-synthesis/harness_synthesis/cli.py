@@ -127,6 +127,7 @@ def add_command(cli: click.Group) -> None:
             "doc_chars": doc_chars,
             "excluded_answers_of": list(exclude_splits),
             "excluded_golds": {"count": len(excluded), "digest": harness.stable_hash(sorted(excluded))},
+            "skb_fingerprint": skb.fingerprint,
             "seed": seed,
         }
         summary = write_query_set(Path(out), dataset, drafts, config, seed)
