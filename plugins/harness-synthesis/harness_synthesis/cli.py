@@ -105,7 +105,7 @@ def add_command(cli: click.Group) -> None:
             RelationalRequirement(
                 templates=templates, n=count, max_candidates=max_candidates, exclude_gold=sorted(excluded)
             ),
-            TextualProperties(**common, **shown),
+            TextualProperties(**common, **shown, literal=judge == "literal"),
             Fuse(**common, request=request),
             Filter(**common, **shown, verifiers=list(verifiers), max_candidates=max_candidates, judge=judge),
         ]

@@ -156,6 +156,11 @@ class TextualProperties(LLMStage):
     class Options(LLMStage.Options):
         properties: int = Field(2, ge=1, description="properties to extract per draft")
         doc_chars: int = Field(1500, gt=0, description="characters of the gold answer's document shown")
+        literal: bool = Field(
+            False,
+            description="keep only properties the gold's document says word for word (for the literal judge: "
+            "a property a small model invented or cut short is dropped, the draft kept if one remains)",
+        )
 
     options: Options
 
@@ -187,6 +192,8 @@ class TextualProperties(LLMStage):
             # a property naming the node ("package: …", "homepage: …") would give an answer away
             parsed = parse_properties(answer, 100, exclude=name)
             properties = [p for p in parsed if property_problem(p, skb.node_type_names) is None]
+            if self.options.literal:
+                properties = [p for p in properties if property_holds(skb.document(self.gold(draft)), p)]
             properties = properties[: self.options.properties]
             if not properties:
                 continue  # nothing usable: the draft is dropped, as a failed extraction

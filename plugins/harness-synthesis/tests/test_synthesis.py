@@ -295,8 +295,8 @@ def test_a_request_that_keeps_its_requirement_passes(requirement: str, names: li
 
 
 class Copying(LLM):
-    """Lists properties as a small model does: document lines copied (summary, version), and a
-    "package:" line that names the node; it must never be asked anything else."""
+    """Lists properties as a small model does: document lines copied (summary, version), one
+    invented, and a "package:" line that names the node; it must never be asked anything else."""
 
     name = "copying"
     calls = 0
@@ -307,6 +307,7 @@ class Copying(LLM):
         assert "short properties" in text, "only the textual stage may ask an LLM"
         lines = [line.removeprefix("- ") for line in text.split("\n\nList")[0].splitlines()]
         wanted = [line for line in lines if line.startswith(("package:", "summary:", "version:"))]
+        wanted.insert(1, "summary: does everything you ever wanted")  # invented: the document does not say it
         return Completion("\n".join(f"{i + 1}. {line}" for i, line in enumerate(wanted)), 50, 8, 0.0)
 
 
@@ -328,6 +329,7 @@ def test_literal_judging_and_template_requests_give_exact_answers_without_asking
     for record in provenance:
         properties = record["textual"]["properties"]
         assert properties and not any(p.startswith("package:") for p in properties)  # names the answer
+        assert "summary: does everything you ever wanted" not in properties  # not in the gold's text
         query = queries[record["id"]]
         assert query.text.endswith(f"It should have: {'; '.join(properties)}.") and record["fuse"]["used"] == "template"
         candidates = [int(n) for n in record["filter"]["verdicts"]]
