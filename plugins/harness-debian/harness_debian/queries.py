@@ -164,7 +164,11 @@ def _evidence(skb: SKB, node: int, spec: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true", help="fail if qa/ is out of date")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="fail if qa/ is out of date (v2: also if a query text does not name a value of its where)",
+    )
     parser.add_argument("--quiet", action="store_true")
     parser.add_argument("--only", type=int, nargs="*", help="review only these query ids")
     parser.add_argument("--version", type=int, choices=(1, 2), default=1, help="query-set version (default 1)")

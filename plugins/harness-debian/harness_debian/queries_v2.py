@@ -6,10 +6,12 @@ harness_debian.queries --version 2 [--data DIR]`` writes ``DIR/qa/`` (STaRK's la
 ``requirements.jsonl``).
 
 ``queries.yaml`` — a list of queries, written the STaRK human-generated way (paper, Appendix C):
-every requirement is stated in the query text::
+every requirement is stated in the query text, every tag, section, maintainer and package of
+``where`` (at any depth) by its name (:func:`unstated`; a paraphrase such as "command-line
+tools" for ``interface::commandline`` or "utilities" for the ``utils`` section does not count)::
 
     - id: 1
-      query: Which command-line tools rely on a library the Debian Python Team packages?
+      query: Which tools tagged interface::commandline rely on a library the Debian Python Team packages?
       where: {depends: {maintained_by: Debian Python Team}, tagged: interface::commandline}
       textual: a command-line tool        # what the judge checks, in words (optional)
 
@@ -22,12 +24,13 @@ The ``where`` grammar (relations read from the side of the node being described)
   of which must hold through its own neighbour.
 * Relations, forward / reverse: ``depends`` / ``required_by``, ``recommends`` / ``recommended_by``,
   ``suggests`` / ``suggested_by``, ``maintained_by`` / ``maintains``, ``in_section`` / ``section_of``,
-  ``tagged`` / ``tag_of``, and the symmetric ``same_source``. ``depends: X`` holds for a package
-  that depends on X; ``required_by: X`` for one that X depends on; ``maintains: X`` for a
-  maintainer of package X; ``section_of`` and ``tag_of`` describe sections and tags by their
-  packages.
-* Examples: ``depends: {maintained_by: Debian Python Team}`` ("depends on a package the Python
-  team maintains"); ``maintained_by: {maintains: vim}`` ("packaged by the maintainer of vim");
+  ``tagged`` / ``tag_of``, and ``same_source``, symmetric and reflexive (a package is built from
+  its own source: ``same_source: X`` holds for X too, though the SKB stores no self-loops).
+  ``depends: X`` holds for a package that depends on X; ``required_by: X`` for one that X
+  depends on; ``maintains: X`` for a maintainer of package X; ``section_of`` and ``tag_of``
+  describe sections and tags by their packages.
+* Examples: ``depends: {maintained_by: Debian Python Team}`` ("depends on a package the Debian
+  Python Team maintains"); ``maintained_by: {maintains: vim}`` ("packaged by the maintainer of vim");
   ``required_by: {in_section: games}`` ("a library some game depends on").
 
 The relational candidates of a query are the packages satisfying ``where``, computed by code
@@ -40,8 +43,10 @@ relational candidate (``--review QID`` prints them)::
       python3-foo: yes
       bar-utils: {answer: no, reason: a library, not a tool}
 
-The answers are the candidates judged yes. ``--check`` fails when a candidate has no judgement,
-a judgement names a package that is not a candidate, a query has no answer, or ``qa/`` is stale.
+The answers are the candidates judged yes. ``--check`` (and compiling) fails, listing every
+problem at once, when a query's text does not name a value of its ``where``, a candidate has no
+judgement, a judgement names a package that is not a candidate, a query has no answer, or
+``qa/`` is stale.
 A query's ``hops`` is the depth of its ``where`` (2 when a value is a nested spec); ``--stats``
 prints the answer-set statistics for the dataset card.
 """
@@ -49,6 +54,7 @@ prints the answer-set statistics for the dataset card.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import statistics
 import tempfile
@@ -109,6 +115,9 @@ class Graph:
             e.name: (skb.src[order[bounds[i] : bounds[i + 1]]], skb.dst[order[bounds[i] : bounds[i + 1]]])
             for i, e in enumerate(skb.edge_types)
         }
+        # the nodes a source builds (packages): reflexive ``same_source`` holds for them only
+        self.packages = np.zeros(skb.num_nodes, dtype=bool)
+        self.packages[skb.candidate_ids] = True
 
     def step(self, key: str, neighbours: np.ndarray) -> np.ndarray:
         """Mask of nodes related by ``key`` to at least one node in the ``neighbours`` mask."""
@@ -119,6 +128,8 @@ class Graph:
             out[src[neighbours[dst]]] = True
         if side in ("dst", "both"):
             out[dst[neighbours[src]]] = True
+        if key == "same_source":  # reflexive: a package is built from its own source (no self-loops stored)
+            out |= neighbours & self.packages
         return out
 
     def satisfying(self, where: Mapping[str, Any], path: str) -> np.ndarray:
@@ -161,6 +172,48 @@ def hops(where: Any) -> int:
     if isinstance(where, Mapping):
         return 1 + max((hops(v) for v in where.values()), default=0)
     return 0
+
+
+# what the value of a relation names, when it is a name: ``in_section: utils`` names a section,
+# ``tagged: game::card`` a tag, ``maintained_by: X`` a maintainer; every other value is a package
+VALUE_KINDS = {"in_section": "section", "tagged": "tag", "maintained_by": "maintainer"}
+
+
+def named_values(where: Any, path: str = "where") -> list[tuple[str, str, str]]:
+    """Every node name in a spec, at any depth: ``(path, kind, name)``, kind being ``section``,
+    ``tag``, ``maintainer`` or ``package``."""
+    found: list[tuple[str, str, str]] = []
+    if not isinstance(where, Mapping):
+        return found
+    for key, values in where.items():
+        for value in values if isinstance(values, list) else [values]:
+            if isinstance(value, Mapping):
+                found.extend(named_values(value, f"{path}.{key}"))
+            else:
+                found.append((f"{path}.{key}", VALUE_KINDS.get(key, "package"), str(value)))
+    return found
+
+
+def names_in_text(text: str, kind: str, name: str) -> bool:
+    """Whether ``text`` names ``name`` (case aside) as a whole word: a section as "the utils
+    section", "utils-section tools" or "section utils"; a tag, maintainer or package literally
+    ("tagged security::forensics", "the Debian Games Team", "libkrb5-3")."""
+    text, value = text.lower(), re.escape(name.lower())
+    before, after = r"(?<![\w+.-])", r"(?![\w+-]|\.\w)"
+    if kind == "section":
+        return re.search(rf"{before}{value}[-\s]+section\b|\bsection\s+{value}{after}", text) is not None
+    return re.search(before + value + after, text) is not None
+
+
+def unstated(spec: QuerySpec) -> list[str]:
+    """The requirements of ``spec.where`` that its text does not name: every tag, section,
+    maintainer and package must be stated (a hidden debtag makes untagged packages that fit the
+    text non-answers)."""
+    return [
+        f"{path}: {kind} {name!r}"
+        for path, kind, name in named_values(spec.where)
+        if not names_in_text(spec.query, kind, name)
+    ]
 
 
 def load_specs(path: Path) -> list[QuerySpec]:
@@ -217,10 +270,15 @@ class Compiled:
 
 
 def compile_v2(
-    skb: SKB, specs: list[QuerySpec], judgements: dict[int, dict[str, Reasoned]], judgements_path: Path
+    skb: SKB,
+    specs: list[QuerySpec],
+    judgements: dict[int, dict[str, Reasoned]],
+    judgements_path: Path,
+    queries_path: Path = Path("queries.yaml"),
 ) -> list[Compiled]:
     """Relational candidates by code, answers from the judgements; every inconsistency is one
-    line naming the query and the package."""
+    line naming the query and the package, and every requirement a query's text does not name
+    (:func:`unstated`) one line naming the query and the value."""
     graph = Graph(skb)
     problems: list[str] = []
     compiled = []
@@ -228,6 +286,8 @@ def compile_v2(
     for qid in sorted(set(judgements) - known):
         problems.append(f"{judgements_path}: query {qid}: judged but not in queries.yaml")
     for spec in specs:
+        for missing in unstated(spec):
+            problems.append(f"{queries_path}: query {spec.id}: the text does not name {missing}")
         candidates = graph.candidates(spec.where, f"query {spec.id}: where")
         names = {skb.names[c]: c for c in candidates}
         judged = judgements.get(spec.id, {})
@@ -378,7 +438,7 @@ def run(root: Path, split_ids: Any, check: bool, review_id: int | None, stats: b
         if spec is None:
             raise HarnessError(f"{root / 'queries.yaml'}: no query with id {review_id}")
         return review(skb, spec, judgements)
-    compiled = compile_v2(skb, specs, judgements, root / "judgements.yaml")
+    compiled = compile_v2(skb, specs, judgements, root / "judgements.yaml", root / "queries.yaml")
     if check:
         bad = stale(root, compiled, split_ids)
         if bad:

@@ -21,7 +21,7 @@ import harness
 from harness import SKB
 from harness_debian import build as build_module
 from harness_debian.build import build
-from harness_debian.dataset import DebianDataset
+from harness_debian.dataset import VERSIONS, DebianDataset
 from harness_debian.queries import split_ids
 from harness_debian.queries_v2 import hops, run
 
@@ -314,13 +314,13 @@ QUERIES = [
      "where": {"depends": {"maintained_by": "Debian Python Team"}}, "textual": "converts foo files"},
     {"id": 2, "query": "Something from whoever packages libfoo1 that has command-line tools?",
      "where": {"maintained_by": {"maintains": "libfoo1"}}},
-    {"id": 3, "query": "A Python library that a command-line program relies on, for parsing command lines.",
+    {"id": 3, "query": "A Python library a program tagged interface::commandline relies on, to parse command lines.",
      "where": {"required_by": {"tagged": "interface::commandline"}}},
-    {"id": 4, "query": "Which package built with libfoo1 comes from libfoo1's packager?",
+    {"id": 4, "query": "Which package built from the same source as libfoo1 comes from the packager of foo-tools?",
      "where": {"same_source": "libfoo1", "maintained_by": {"maintains": ["foo-tools"]}}},
     {"id": 5, "query": "A metapackage pulling in something that uses a library from Gürkan Myczko.",
      "where": {"depends": {"depends": {"maintained_by": "Gürkan Myczko"}}}},
-    {"id": 6, "query": "Which program needs both libfoo1 and a Python team package?",
+    {"id": 6, "query": "Which program (tagged role::program) needs both libfoo1 and a Debian Python Team package?",
      "where": {"depends": [{"maintained_by": "Debian Python Team"}, "libfoo1"], "tagged": "role::program"}},
 ]  # fmt: skip
 
@@ -328,7 +328,7 @@ JUDGEMENTS = {
     1: {"foo-tools": True, "cli-app": False, "gui-app": {"answer": False, "reason": "draws maps, converts nothing"}},
     2: {"libfoo1": False, "foo-tools": True},
     3: {"python3-bar": True, "libfoo1": False, "python3-foo": {"answer": False, "reason": "bindings, no parser"}},
-    4: {"foo-tools": True},
+    4: {"foo-tools": True, "libfoo1": {"answer": False, "reason": "named by the query"}},
     5: {"meta-pkg": True, "foo-tools": False, "gui-app": False},
     6: {"foo-tools": True},
 }
@@ -360,9 +360,11 @@ def _independent_candidates(skb: SKB) -> dict[int, set[str]]:
     libfoo_maintainers = {d for s, d in edges["maintained_by"] if s in named["libfoo1"]}
     cli_tagged = {s for s, d in edges["tagged"] if d in named["interface::commandline"]}
     foo_tools_maintainers = {d for s, d in edges["maintained_by"] if s in named["foo-tools"]}
-    libfoo_siblings = {d for s, d in edges["same_source"] if s in named["libfoo1"]} | {
-        s for s, d in edges["same_source"] if d in named["libfoo1"]
-    }
+    libfoo_siblings = (
+        {d for s, d in edges["same_source"] if s in named["libfoo1"]}
+        | {s for s, d in edges["same_source"] if d in named["libfoo1"]}
+        | named["libfoo1"]  # a package is built from its own source
+    )
     gurkan_pkgs = {s for s, d in edges["maintained_by"] if d in named["Gürkan Myczko"]}
     depends_on_gurkan = {s for s, d in edges["depends"] if d in gurkan_pkgs}
     programs = {s for s, d in edges["tagged"] if d in named["role::program"]}
@@ -392,6 +394,7 @@ def test_two_hop_candidates_equal_an_independent_computation(v2_dir: Path) -> No
         assert got == expected[spec["id"]], spec["id"]
         assert got == set(JUDGEMENTS[spec["id"]])  # the fixture's judgements cover exactly the candidates
         assert rows[spec["id"]]["candidates"] == len(got) and rows[spec["id"]]["where"] == spec["where"]
+    assert expected[4] == {"foo-tools", "libfoo1"}  # same_source is reflexive: libfoo1 itself
     assert expected[1] == {"foo-tools", "cli-app", "gui-app"} and expected[5] == {
         "meta-pkg",
         "foo-tools",
@@ -474,6 +477,81 @@ def test_check_fails_on_stale_qa_and_bad_specs(v2_dir: Path) -> None:
     bad[-1]["where"] = {"tagged": "role::program", "in_section": "python"}  # no package is both
     (v2_dir / "queries.yaml").write_text(yaml.safe_dump(bad), encoding="utf-8")
     assert "query 7: no package satisfies where (no answer)" in _check(v2_dir).stderr
+
+
+@pytest.mark.parametrize(
+    ("qid", "text", "message"),
+    [
+        (3, "A Python library that a command-line program relies on, for parsing command lines.",
+         "query 3: the text does not name where.required_by.tagged: tag 'interface::commandline'"),
+        (6, "Which program needs both libfoo1 and a Debian Python Team package?",
+         "query 6: the text does not name where.tagged: tag 'role::program'"),
+        (1, "What depends on a package the Python team maintains and converts foo files?",
+         "query 1: the text does not name where.depends.maintained_by: maintainer 'Debian Python Team'"),
+        (4, "Which package built from the same source as libfoo1 comes from that packager?",
+         "query 4: the text does not name where.maintained_by.maintains: package 'foo-tools'"),
+        (2, "Something from whoever packages libfoo1-dev that has command-line tools?",  # another package
+         "query 2: the text does not name where.maintained_by.maintains: package 'libfoo1'"),
+    ],
+)  # fmt: skip
+def test_check_refuses_a_requirement_the_text_does_not_name(v2_dir: Path, qid: int, text: str, message: str) -> None:
+    """Every tag, section, maintainer and package of ``where``, at any depth, must be named in
+    the query text: a hidden debtag makes untagged packages that fit the text non-answers."""
+    run(v2_dir, split_ids, check=False, review_id=None, stats=False)
+    specs = [{**q, "query": text} if q["id"] == qid else q for q in QUERIES]
+    (v2_dir / "queries.yaml").write_text(yaml.safe_dump(specs, allow_unicode=True), encoding="utf-8")
+    result = _check(v2_dir)
+    assert result.returncode != 0 and message in result.stderr and "queries.yaml" in result.stderr, result.stderr
+    with pytest.raises(harness.HarnessError, match=re.escape(message)):  # compiling refuses it too
+        run(v2_dir, split_ids, check=False, review_id=None, stats=False)
+
+
+def test_unstated_requirements_are_listed_all_at_once(v2_dir: Path) -> None:
+    """A nested section stated only by paraphrase ("a library", "utilities") is not named; every
+    unnamed value of every query is one line of the same error."""
+    specs = [dict(q) for q in QUERIES]
+    specs[0] = {**specs[0], "where": {"depends": {"maintained_by": "Debian Python Team", "in_section": "python"}}}
+    specs[2] = {**specs[2], "query": "A Python library that some program relies on, for parsing command lines."}
+    (v2_dir / "queries.yaml").write_text(yaml.safe_dump(specs, allow_unicode=True), encoding="utf-8")
+    result = _check(v2_dir)
+    assert "query 1: the text does not name where.depends.in_section: section 'python'" in result.stderr
+    assert "query 3: the text does not name where.required_by.tagged: tag 'interface::commandline'" in result.stderr
+    assert "2 problem(s)" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "name", "named"),
+    [
+        ("tools in the utils section", "section", "utils", True),
+        ("utils-section tools", "section", "utils", True),
+        ("from Debian's section utils", "section", "utils", True),
+        ("which utilities", "section", "utils", False),
+        ("a library that the team packages", "section", "libs", False),
+        ("the text editor", "section", "text", False),  # the word, not the section
+        ("tagged Security::Forensics", "tag", "security::forensics", True),
+        ("forensics tools", "tag", "security::forensics", False),
+        ("the gpg-agent daemon", "package", "gpg", False),  # another package's name
+        ("built from the same source as gpg.", "package", "gpg", True),
+        ("linked against libocct-foundation-7.6 itself", "package", "libocct-foundation-7.6", True),
+        ("the Debian GNOME team", "maintainer", "Debian GNOME Maintainers", False),
+    ],
+)
+def test_names_in_text(text: str, kind: str, name: str, named: bool) -> None:
+    from harness_debian.queries_v2 import names_in_text
+
+    assert names_in_text(text, kind, name) is named
+
+
+def test_the_shipped_queries_name_every_requirement() -> None:
+    """The shipped v2 texts name every value of their ``where`` (what ``--check`` enforces), and
+    ``same_source`` is reflexive on the shipped SKB: claws-mail is built from its own source."""
+    from harness_debian.queries_v2 import Graph, load_specs, unstated
+
+    specs = load_specs(VERSIONS["2"] / "queries.yaml")
+    assert {spec.id: unstated(spec) for spec in specs if unstated(spec)} == {}
+    skb = DebianDataset().load_skb()
+    siblings = {skb.names[i] for i in Graph(skb).candidates({"same_source": "claws-mail"}, "t")}
+    assert "claws-mail" in siblings and "claws-mail-spamassassin" in siblings
 
 
 def test_review_prints_every_candidate_with_its_full_description(v2_dir: Path) -> None:
