@@ -439,6 +439,12 @@ def run(root: Path, split_ids: Any, check: bool, review_id: int | None, stats: b
             raise HarnessError(f"{root / 'queries.yaml'}: no query with id {review_id}")
         return review(skb, spec, judgements)
     compiled = compile_v2(skb, specs, judgements, root / "judgements.yaml", root / "queries.yaml")
+    # the shipped train split against these evaluation queries: no gold of it may answer one
+    from harness_debian.train_split import check as check_train
+
+    problems = check_train(root, skb, [q for q in to_queries(compiled) if q.answer_ids])
+    if problems:
+        raise HarnessError(f"{root / 'train'}: " + "; ".join(problems[:10]) + (" …" if len(problems) > 10 else ""))
     if check:
         bad = stale(root, compiled, split_ids)
         if bad:
