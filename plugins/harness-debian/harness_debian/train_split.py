@@ -100,7 +100,7 @@ def _properties(record: dict[str, Any], skb: SKB) -> tuple[list[str], str | None
     if any(_ECHO.search(p) for p in properties):
         return [], "a property that echoes the prompt"
     document = skb.document(int(record["relational"]["gold"]))
-    usable = [p for p in properties if requests.property_problem(p, skb.node_type_names) is None]
+    usable = list(dict.fromkeys(p for p in properties if requests.property_problem(p, skb.node_type_names) is None))
     kept = [p for p in usable if requests.property_holds(document, p)]
     if not kept:
         return [], "no property the gold's text says" if usable else "only properties naming a node"
@@ -173,8 +173,6 @@ def merge(
             text, which = _stated(record, properties)
             answers = _answers(record, properties, skb)
             gate = {"properties": properties, "text": which, "answers": answers, "llm_answers": record["answer_ids"]}
-            if which != record.get("fuse", {}).get("used"):
-                replaced[f"{record.get('fuse', {}).get('used')} → {which}"] += 1
             relational = record["relational"]
             anchors = sorted((slot, a["id"]) for slot, a in relational["anchors"].items())
             requirement = json.dumps([relational["template"], anchors, relational["gold"]])
@@ -185,6 +183,8 @@ def merge(
             seen_requirements.add(requirement)
             seen_texts.add(normal)
             _compare(record, answers, verifier)
+            if which != record.get("fuse", {}).get("used"):
+                replaced[f"{record.get('fuse', {}).get('used')} → {which}"] += 1
             new_id = FIRST_ID + len(queries)
             queries.append(Query(new_id, text, tuple(answers)))
             provenance.append(
@@ -240,8 +240,16 @@ def _statistics(
         "text_used": dict(Counter(p["gate"]["text"] for p in provenance)),
         "text_replaced": dict(replaced),
         "dropped": dict(dropped),
-        # the verifier LLM (where a run asked one) on the non-gold candidates, against the literal judge
-        "verifier_llm": {"gold_pass_rate": round(sum(passed) / len(passed), 4) if passed else None, **verifier},
+        # the verifier LLM, in the runs that asked one (judge llm), on the kept queries: how often
+        # it accepted their gold, and its verdicts on the other candidates against the literal judge
+        "verifier_llm": {
+            "queries": len(passed),
+            "gold_pass_rate": round(sum(passed) / len(passed), 4) if passed else None,
+            **verifier,
+        },
+        "only_property_a_version": sum(
+            all(p.lower().startswith("version:") for p in q["gate"]["properties"]) for q in provenance
+        ),
         "statistics": query_set_statistics(QuerySet("debian-train", {"train": queries}))["all"],
         "skb_fingerprint": skb_fingerprint,
         "runs": configs,
@@ -266,8 +274,9 @@ def write(out: Path, queries: list[Query], provenance: list[dict[str, Any]], sta
 
 def check(root: Path, skb: SKB, evaluation: list[Query]) -> list[str]:
     """Problems of the train split shipped under ``root`` (empty: none): it was merged on this
-    SKB, its queries are their provenance's, every answer set holds its gold, and no gold
-    answers an evaluation query (the evaluation set may have changed since the merge)."""
+    SKB, its queries are their provenance's, every answer set is its gold and the candidates
+    having its properties (the literal judge, re-run), and no gold answers an evaluation query
+    (the evaluation set may have changed since the merge)."""
     directory = root / "train"
     if not (directory / "queries.csv").exists():
         return []
@@ -285,6 +294,8 @@ def check(root: Path, skb: SKB, evaluation: list[Query]) -> list[str]:
     forbidden = {a: q.id for q in evaluation for a in q.answer_ids}
     for record in records:
         gold = int(record["relational"]["gold"])
+        if record["answer_ids"] != _answers(record, record["gate"]["properties"], skb):
+            problems.append(f"train: query {record['id']}: its answers are not the candidates having its properties")
         if gold not in record["answer_ids"]:
             problems.append(f"train: query {record['id']}: its gold {gold} is not an answer")
         if gold in forbidden:

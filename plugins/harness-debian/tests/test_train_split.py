@@ -101,6 +101,7 @@ def test_runs_merge_into_a_train_split_with_exact_answers_and_stated_requirement
     }
     # the verifier, against the literal judge, on non-gold candidates
     assert stats["verifier_llm"] == {
+        "queries": 3,
         "gold_pass_rate": 1.0,
         "rejected a non-answer": 2,
         "rejected an answer": 1,
@@ -119,6 +120,12 @@ def test_runs_merge_into_a_train_split_with_exact_answers_and_stated_requirement
     # the evaluation set changed after the merge: a train gold now answers an evaluation query
     assert check(root, skb, [Query(1, "teapots", (2,))]) == [
         f"train: query {FIRST_ID + 2}: its gold 2 answers evaluation query 1"
+    ]
+    # an answer set edited by hand is not what the literal judge gives
+    tampered = [{**provenance[0], "answer_ids": [0, 1]}, *provenance[1:]]
+    write(root / "train", [Query(FIRST_ID, queries[0].text, (0, 1)), *queries[1:]], tampered, stats)
+    assert check(root, skb, []) == [
+        f"train: query {FIRST_ID}: its answers are not the candidates having its properties"
     ]
     # Merging again replaces the split (it is not a cache that keeps what is there).
     write(root / "train", queries[:1], provenance[:1], {**stats, "queries": 1})
@@ -142,3 +149,33 @@ def test_a_gold_answer_of_an_evaluation_query_never_reaches_the_split(tmp_path: 
     assert stats["dropped"] == {"the gold answers an evaluation query": 1}
     with pytest.raises(HarnessError, match="no usable synthesized query"):
         merge([_run(tmp_path / "b", [leak])], tiny_skb(), [Query(3, "copper pot for soups", (4,))], TEMPLATES)
+
+
+def test_the_shipped_train_split_is_exact_and_disjoint_from_the_evaluation_answers() -> None:
+    """What ships: at least 3,000 queries, re-verified against the evaluation queries and the
+    SKB; every answer set is exactly the relational candidates having every stated property."""
+    import random
+
+    from harness_debian.dataset import VERSIONS, DebianDataset
+    from harness_synthesis.requests import property_holds
+
+    root = VERSIONS["2"]
+    dataset = DebianDataset()
+    skb, queries = dataset.load_skb(), dataset.load_queries()
+    train = queries.split("train")
+    evaluation = [q for split in ("val", "test") for q in queries.split(split)]
+    assert len(train) >= 3000 and train == train_queries(root)
+    assert check(root, skb, evaluation) == []
+    with lzma.open(root / "train" / "provenance.jsonl.xz", "rt", encoding="utf-8") as handle:
+        records = [json.loads(line) for line in handle]
+    stats = json.loads((root / "train" / "statistics.json").read_text())
+    assert stats["queries"] == len(records) == len(train) and stats["skb_fingerprint"] == skb.fingerprint
+    for record in random.Random(0).sample(records, 300):
+        properties = record["gate"]["properties"]
+        assert (
+            record["query"].endswith(f"It should have: {'; '.join(properties)}.")
+            or record["gate"]["text"] != "template"
+        )
+        candidates = [int(n) for n in record["filter"]["verdicts"]]
+        having = {n for n in candidates if all(property_holds(skb.document(n), p) for p in properties)}
+        assert set(record["answer_ids"]) == having and record["relational"]["gold"] in having

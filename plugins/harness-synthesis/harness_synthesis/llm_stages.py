@@ -191,7 +191,7 @@ class TextualProperties(LLMStage):
             name = str(skb.names[self.gold(draft)])
             # a property naming the node ("package: …", "homepage: …") would give an answer away
             parsed = parse_properties(answer, 100, exclude=name)
-            properties = [p for p in parsed if property_problem(p, skb.node_type_names) is None]
+            properties = list(dict.fromkeys(p for p in parsed if property_problem(p, skb.node_type_names) is None))
             if self.options.literal:
                 properties = [p for p in properties if property_holds(skb.document(self.gold(draft)), p)]
             properties = properties[: self.options.properties]

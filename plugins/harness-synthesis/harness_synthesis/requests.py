@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Collection, Sequence
 
 __all__ = [
+    "FIELD_LABELS",
     "IDENTITY_LABELS",
     "MAX_WORDS",
     "property_holds",
@@ -124,14 +125,32 @@ def _normal(text: str) -> str:
     return " ".join(_QUOTES.sub("", text).lower().split()).strip(" .;,")
 
 
+# Field labels of documents: alone, or with words every document has, they state nothing.
+FIELD_LABELS = frozenset({"summary", "description", "version", "homepage", "section", "tags", "maintainer"})
+_BOILERPLATE = frozenset(
+    "this that these the a an is are it its of for and or to in with package packages contains "
+    "provides provided includes library files file data documentation program programs tool tools "
+    "debian version".split()
+)
+
+
 def property_problem(prop: str, node_types: Collection[str] = ()) -> str | None:
     """Why ``prop`` cannot be a property of a query, or None. ``node_types``: the SKB's, whose
     names label a document's name line ("- package: aisleriot")."""
     label, sep, value = prop.partition(":")
-    if sep and label.strip().lower() in IDENTITY_LABELS | {t.lower() for t in node_types}:
-        return f"names the node ({label.strip().lower()})"
-    if len(_normal(value if sep and " " not in label.strip() else prop)) < 3:
+    label = label.strip().lower()
+    labelled = bool(sep) and " " not in label
+    if labelled and label in IDENTITY_LABELS | {t.lower() for t in node_types}:
+        return f"names the node ({label})"
+    text = _normal(value if labelled else prop)
+    if _normal(prop) in FIELD_LABELS:
+        return "only a field label"
+    if len(text) < 3:
         return "too short to ask for"
+    if labelled and label == "version":
+        return None  # a version string is specific by itself
+    if not set(re.findall(r"[a-z0-9]+", text)) - _BOILERPLATE:
+        return "only words every document has"
     return None
 
 
@@ -142,5 +161,6 @@ def property_holds(document: str, prop: str) -> bool:
     wanted = _normal(prop)
     if len(wanted) < 3:
         return False
-    pattern = r"(?<!\w)" + re.escape(wanted) + r"(?![\w]|[.:/-]\w)"
+    # no part of a longer token on either side: "1.3.1" is not "1.3.1+dfsg-5", ".0+b1" not "2.0+b1"
+    pattern = r"(?<![\w.+~-])" + re.escape(wanted) + r"(?![\w+~]|[.:/-]\w)"
     return re.search(pattern, _normal(document)) is not None

@@ -294,6 +294,37 @@ def test_a_request_that_keeps_its_requirement_passes(requirement: str, names: li
     assert request_problem(template_request(requirement, ["free software"]), requirement, names) is None
 
 
+DOCUMENT = (
+    "- package: ne\n- summary: a nice text editor\n- description: This package contains the nice editor.\n"
+    "- version: 1.3.1+dfsg-5"
+)
+
+
+@pytest.mark.parametrize(
+    ("prop", "holds", "problem"),
+    [
+        ("summary: a nice text editor", True, None),
+        ("Summary: A NICE text editor.", True, None),  # case, end punctuation
+        ("a nice text", True, None),
+        ("a nice tex", False, None),  # cut mid-word: holds for nothing
+        ("version: 1.3.1+dfsg-5", True, None),
+        ("version: 1.3.1", False, None),  # another version than 1.3.1+dfsg-5
+        ("version: 1.3.1+dfsg", False, None),
+        (".1+dfsg-5", False, None),  # the tail of a longer token
+        ("version: 1", False, "too short to ask for"),
+        ("description", True, "only a field label"),
+        ("description: This package contains", True, "only words every document has"),
+        ("package: ne", True, "names the node (package)"),
+        ("homepage: https://ne.di.unimi.it/", False, "names the node (homepage)"),
+    ],
+)
+def test_the_literal_judge_and_what_a_property_may_be(prop: str, holds: bool, problem: str | None) -> None:
+    from harness_synthesis.requests import property_holds, property_problem
+
+    assert property_holds(DOCUMENT, prop) is holds
+    assert property_problem(prop, ["package"]) == problem
+
+
 class Copying(LLM):
     """Lists properties as a small model does: document lines copied (summary, version), one
     invented, and a "package:" line that names the node; it must never be asked anything else."""
