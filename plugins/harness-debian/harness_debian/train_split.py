@@ -115,23 +115,17 @@ def _stated(record: dict[str, Any], properties: list[str]) -> tuple[str, str]:
     fuse = record.get("fuse", {})
     if properties == record["textual"]["properties"]:
         for which in ("rephrased", "fused"):
-            text = record["query"] if fuse.get("used") == which else _clean(fuse.get(which, ""))
+            text = record["query"] if fuse.get("used") == which else requests.clean_request(fuse.get(which, ""))
             if which in fuse and not requests.request_problem(text, requirement, names, properties):
                 return text, which
     return requests.template_request(requirement, properties), "template"
-
-
-def _clean(answer: str) -> str:
-    # as the fuse stage cleans an answer: its first paragraph, without quotes or a "Request:" label
-    text = answer.strip().split("\n\n")[0].strip().strip('"').strip()
-    return re.sub(r"^(?:request|query|question)\s*:\s*", "", text, flags=re.IGNORECASE)
 
 
 def _answers(record: dict[str, Any], properties: list[str], skb: SKB) -> list[int]:
     """The gold and every relational candidate whose document has every property."""
     holds = _synthesis().property_holds
     gold = int(record["relational"]["gold"])
-    candidates = [int(n) for n in record.get("filter", {}).get("verdicts", {})] or record["answer_ids"]
+    candidates = [int(n) for n in record.get("filter", {}).get("verdicts", {})]  # every relational candidate
     return sorted({gold, *(n for n in candidates if all(holds(skb.document(n), p) for p in properties))})
 
 

@@ -27,7 +27,13 @@ import harness
 from harness import SKB, HarnessError
 from harness_llm.api import LLM, Message, check_llm, get_llm, llm_class, options_of, split_spec
 from harness_llm.options import LLMSpec, UsesLLM
-from harness_synthesis.requests import property_holds, property_problem, request_problem, template_request
+from harness_synthesis.requests import (
+    clean_request,
+    property_holds,
+    property_problem,
+    request_problem,
+    template_request,
+)
 from harness_synthesis.stage import Draft, SynthesisStage
 
 __all__ = ["Filter", "Fuse", "TextualProperties", "parse_properties", "parse_yes_no"]
@@ -46,11 +52,6 @@ def parse_properties(answer: str, limit: int, exclude: str = "") -> list[str]:
 def parse_yes_no(answer: str) -> bool | None:
     match = re.search(r"\b(yes|no)\b", answer.lower())
     return None if match is None else match.group(1) == "yes"
-
-
-def _clean_query(answer: str) -> str:
-    text = answer.strip().split("\n\n")[0].strip().strip('"').strip()
-    return re.sub(r"^(?:request|query|question)\s*:\s*", "", text, flags=re.IGNORECASE)
 
 
 @dataclass
@@ -254,7 +255,7 @@ class Fuse(LLMStage):
             80,
             "fuse",
         )
-        firsts = [_clean_query(answer) or draft.text for draft, answer in zip(drafts, fused, strict=True)]
+        firsts = [clean_request(answer) or draft.text for draft, answer in zip(drafts, fused, strict=True)]
         rephrased = self.ask(
             self.options.rephrase_llm,
             [
@@ -276,7 +277,7 @@ class Fuse(LLMStage):
             # or the relation lost, talk about the task, loops): fall back to the fused text,
             # then to the template, which states everything.
             names = [a["name"] for a in draft.provenance.get("relational", {}).get("anchors", {}).values()]
-            text, used = _clean_query(again), "rephrased"
+            text, used = clean_request(again), "rephrased"
             if request_problem(text, draft.text, names, props):
                 text, used = first, "fused"
             if request_problem(text, draft.text, names, props):

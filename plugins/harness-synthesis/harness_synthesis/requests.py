@@ -27,6 +27,7 @@ __all__ = [
     "FIELD_LABELS",
     "IDENTITY_LABELS",
     "MAX_WORDS",
+    "clean_request",
     "property_holds",
     "property_problem",
     "relation_words",
@@ -64,6 +65,12 @@ def _stem(word: str) -> str:
 def _says(tokens: list[str], word: str) -> bool:
     stem = _stem(word)
     return any(t.startswith(stem) for t in tokens)
+
+
+def clean_request(answer: str) -> str:
+    """An LLM's answer as a request: its first paragraph, without quotes or a "Request:" label."""
+    text = answer.strip().split("\n\n")[0].strip().strip('"').strip()
+    return re.sub(r"^(?:request|query|question)\s*:\s*", "", text, flags=re.IGNORECASE)
 
 
 def relation_words(requirement: str, names: Sequence[str]) -> list[str]:
