@@ -20,7 +20,7 @@ import numpy as np
 
 from harness.errors import HarnessError
 
-__all__ = ["compare_runs", "load_per_query", "paired_test"]
+__all__ = ["compare_runs", "load_per_query", "paired_test", "query_groups"]
 
 
 def load_per_query(path: str | Path) -> dict[int, dict[str, float]]:
@@ -100,14 +100,78 @@ def paired_test(a: np.ndarray, b: np.ndarray, resamples: int = 10_000, seed: int
     }
 
 
-def compare_runs(runs: list[str | Path], metric: str, resamples: int = 10_000, seed: int = 0) -> list[dict[str, Any]]:
-    """Each run after the first against the first (the baseline), on the queries all share."""
+#: the fewest queries a group is tested on (a bootstrap interval needs two)
+MIN_GROUP = 2
+
+
+def query_groups(run: str | Path, field: str, data_dir: str | None = None) -> dict[int, str]:
+    """Query id → the value of ``metadata[field]`` of the queries the run evaluated, read from
+    the dataset its ``config.json`` names (rebuilt from its plugin and parameters). Refuses when
+    the dataset's queries are no longer the ones the run evaluated, or no query has the field."""
+    from harness.run import dataset_from_row
+    from harness.run.record import ComponentInfo, queries_digest
+
+    path = Path(run)
+    try:
+        config = json.loads((path / "config.json").read_text())
+        info = ComponentInfo.model_validate(config["dataset"])
+        split, digest, sampled = config["split"], config["queries"], config.get("sample")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise HarnessError(f"compare --by: {path} has no readable config.json naming its dataset ({exc})") from None
+    queries = dataset_from_row(info, data_dir).load_queries().split(split)
+    if sampled is None and queries_digest(queries) != digest:
+        raise HarnessError(
+            f"compare --by: the queries of {info.name}/{split} are not the ones {path} evaluated (digest "
+            f"{queries_digest(queries)}, the run's {digest}): the dataset changed since the run"
+        )
+    groups = {q.id: q.metadata[field] for q in queries if field in q.metadata}
+    if not groups:
+        known = sorted({key for q in queries for key in q.metadata})
+        raise HarnessError(
+            f"compare --by: no query of {info.name}/{split} has {field!r} in its metadata "
+            f"(they have: {', '.join(known) or 'none'})"
+        )
+    unusable = sorted({type(v).__name__ for v in groups.values() if not isinstance(v, str | int | float | bool)})
+    if unusable:
+        raise HarnessError(f"compare --by: {field!r} holds {', '.join(unusable)} values, not one value per query")
+    return {qid: str(value) for qid, value in groups.items()}
+
+
+def compare_runs(
+    runs: list[str | Path],
+    metric: str,
+    resamples: int = 10_000,
+    seed: int = 0,
+    groups: dict[int, str] | None = None,
+) -> list[dict[str, Any]]:
+    """Each run after the first against the first (the baseline), on the queries all share:
+    over all of them, then (with ``groups``, query id → group) within each group, whose results
+    carry ``group``. Queries without a group count only in the overall result; a group of fewer
+    than ``MIN_GROUP`` queries has no test of its own."""
     if len(runs) < 2:
         raise HarnessError("compare: give at least two runs")
     loaded = [load_per_query(r) for r in runs]
     common = sorted(set.intersection(*(set(rows) for rows in loaded)))
     if not common:
         raise HarnessError("compare: the runs share no query ids (different datasets or splits?)")
+    results = _compare(runs, loaded, common, metric, resamples, seed)
+    groups = groups or {}
+    for group in sorted({groups[q] for q in common if q in groups}):
+        members = [q for q in common if groups.get(q) == group]
+        if len(members) < MIN_GROUP:
+            continue
+        results += [{**r, "group": group} for r in _compare(runs, loaded, members, metric, resamples, seed)]
+    return results
+
+
+def _compare(
+    runs: list[str | Path],
+    loaded: list[dict[int, dict[str, float]]],
+    common: list[int],
+    metric: str,
+    resamples: int,
+    seed: int,
+) -> list[dict[str, Any]]:
     for run, rows in zip(runs, loaded, strict=True):
         if metric not in rows[common[0]]:
             raise HarnessError(f"compare: {run} has no {metric!r} (it has {', '.join(sorted(rows[common[0]]))})")

@@ -3,6 +3,7 @@ directories, or run files with qrels)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -116,9 +117,25 @@ def evaluate_cmd(run_file: str, qrels: str, run_format: str | None, metrics: str
 @click.option("--metric", "-m", default="mrr", show_default=True)
 @click.option("--resamples", type=int, default=10_000, show_default=True, help="randomization and bootstrap draws")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--by",
+    "field",
+    metavar="FIELD",
+    help="also compare within each value of a query attribute (the `metadata` of the dataset's queries, "
+    "e.g. hops on debian): the dataset is the one the first run's config.json names",
+)
+@click.option("--data-dir", type=click.Path(file_okay=False), help="with --by: where the dataset's files are")
 @format_option()
 def compare(
-    runs: tuple[str, ...], qrels: str | None, run_format: str | None, metric: str, resamples: int, seed: int, fmt: str
+    runs: tuple[str, ...],
+    qrels: str | None,
+    run_format: str | None,
+    metric: str,
+    resamples: int,
+    seed: int,
+    field: str | None,
+    data_dir: str | None,
+    fmt: str,
 ) -> None:
     """Compare runs against the first: difference, paired randomization and t-test p-values,
     bootstrap 95% interval.
@@ -126,7 +143,7 @@ def compare(
     RUNS are run directories (their per_query.jsonl), or, with --qrels, run files from any
     tool (TREC, MS MARCO, ranx JSON) or run directories (their run.trec), whose per-query
     values are computed from the run and the qrels as `harness evaluate` computes them."""
-    from harness.analysis.compare import compare_runs
+    from harness.analysis.compare import MIN_GROUP, compare_runs, load_per_query, query_groups
 
     if qrels is None:
         files = [run for run in runs if not Path(run).is_dir()]
@@ -134,14 +151,39 @@ def compare(
             raise HarnessError(
                 f"compare: {files[0]} is a run file, not a run directory; give --qrels FILE to score run files"
             )
-        results = compare_runs(list(runs), metric, resamples, seed)
+        groups = query_groups(runs[0], field, data_dir) if field else None
+        results = compare_runs(list(runs), metric, resamples, seed, groups)
     else:
+        groups = None
+        if field:
+            raise HarnessError("compare: --by reads the queries a run directory's config.json names; not with --qrels")
         results = _compare_files(list(runs), qrels, run_format, metric, resamples, seed)
     if fmt == "json":
         echo_json(results)
         return
+    for group in dict.fromkeys(r.get("group") for r in results):
+        _print_comparison([r for r in results if r.get("group") == group], runs[0], metric, field, group)
+    stdout.print("* p < 0.05, ** p < 0.01 (paired randomization test)")
+    if groups:
+        tested = {r.get("group") for r in results}
+        sizes = Counter(groups[q] for q in load_per_query(runs[0]) if q in groups)
+        small = [f"{field}={g} ({n})" for g, n in sorted(sizes.items()) if g not in tested]
+        if small:
+            stdout.print(f"not tested on their own (fewer than {MIN_GROUP} shared queries): {', '.join(small)}")
+    missing = {runs[0]: results[0].get("missing_a", 0)} | {r["run"]: r.get("missing_b", 0) for r in results}
+    for run, count in missing.items():
+        if count:
+            stdout.print(
+                f"note: {run} does not answer {count} of the {results[0]['queries']} queries; they score 0 there"
+            )
+
+
+def _print_comparison(
+    results: list[dict[str, Any]], baseline: str, metric: str, field: str | None, group: str | None
+) -> None:
+    """One table: the baseline's mean, then each run's difference and its tests."""
     columns = ["run", "mean", "Δ", "95% CI", "p (randomization)", "p (t-test)", ""]
-    cells = [[Path(runs[0]).name, f"{results[0]['mean_a']:.4f}", "", "", "", "", "baseline"]]
+    cells = [[Path(baseline).name, f"{results[0]['mean_a']:.4f}", "", "", "", "", "baseline"]]
     for r in results:
         marker = "**" if r["p_randomization"] < 0.01 else "*" if r["p_randomization"] < 0.05 else ""
         cells.append(
@@ -155,15 +197,14 @@ def compare(
                 marker,
             ]
         )
-    title = f"{metric} against {Path(runs[0]).name} ({results[0]['queries']} shared queries)"
-    stdout.print(table(title, columns, cells, right=set(columns) - {"run"}))
-    stdout.print("* p < 0.05, ** p < 0.01 (paired randomization test)")
-    missing = {runs[0]: results[0].get("missing_a", 0)} | {r["run"]: r.get("missing_b", 0) for r in results}
-    for run, count in missing.items():
-        if count:
-            stdout.print(
-                f"note: {run} does not answer {count} of the {results[0]['queries']} queries; they score 0 there"
-            )
+    which = (
+        f"{field}={group}: {results[0]['queries']} queries"
+        if group is not None
+        else f"{results[0]['queries']} shared queries"
+    )
+    stdout.print(
+        table(f"{metric} against {Path(baseline).name} ({which})", columns, cells, right=set(columns) - {"run"})
+    )
 
 
 def _compare_files(
