@@ -121,6 +121,12 @@ class RnGRetriever(harness.Retriever):
         bootstrap: bool = Field(True, description="after the first epoch, the negatives the ranker scores highest")
         bootstrap_pool: int = Field(128, gt=0, description="negatives scored per query to pick the hard ones")
         patience: int = Field(2, gt=0, description="epochs without a better validation F1 before stopping")
+        max_train_queries: int | None = Field(
+            None,
+            gt=0,
+            description="train on a random sample of this many train-split queries, drawn with the training seed "
+            "(null: all; a CPU budget)",
+        )
         fail_at_epoch: int | None = Field(
             None, exclude=True, description="testing: fail when this epoch starts (a kill); not recorded, not keyed"
         )
@@ -185,6 +191,12 @@ class RnGRetriever(harness.Retriever):
         forms = self._prepare(skb, context)
         base, self._snapshot = resolve_model(options.model)
         self.ranker = Ranker(base, options.max_length, options.score_batch_size, context.device, options.train_layers)
+        if options.max_train_queries is not None and len(train) > options.max_train_queries:
+            # a sample drawn before enumerating, which costs as much per query as training on it
+            picked = np.random.default_rng([context.seed, len(train)]).choice(
+                len(train), options.max_train_queries, replace=False
+            )
+            train = [train[i] for i in sorted(picked)]
         examples = self._examples(forms, train, context, "training")
         covered = [e for e in examples if e.covered]
         usable = [e for e in covered if len(e.forms) > 1]

@@ -469,3 +469,15 @@ def test_generator_llm_with_smollm2_behind_a_local_server(
     usage = retriever.usage()
     assert usage["llm"] == "openai:smollm2" and usage["input_tokens"] > 0 and usage["calls"] + usage["cached"] == 1
     assert usage["execution_success_rate"] == 1.0 and 0 <= usage["generator_success_rate"] <= 1
+
+
+def test_max_train_queries_trains_on_a_seeded_sample(tmp_path: Path) -> None:
+    def sampled(name: str) -> tuple[int, str]:
+        outcome = _run(tmp_path / name, tmp_path / f"cache-{name}", epochs=0, max_train_queries=3)
+        entry = tmp_path / f"cache-{name}" / "checkpoints" / f"under-test-{outcome.row.training.checkpoint}"
+        curve = [json.loads(line) for line in (entry / "curve.jsonl").read_text().splitlines()]
+        return curve[0]["train_queries"], outcome.row.training.checkpoint
+
+    first, again = sampled("first"), sampled("again")
+    assert first[0] == 3 and first == again  # three of the eight, the same three for the same seed
+    assert _run(tmp_path / "all", tmp_path / "cache-all", epochs=0).row.training.checkpoint != first[1]
