@@ -213,6 +213,9 @@ class Reranker(Retriever):
     """
 
     reranks = True
+    #: True when its rankings go on past the reranked candidates, in the first stage's order, up
+    #: to ``k``: cut-offs deeper than ``candidates`` are then measured, not left out
+    fills = False
 
     class Options(Options):
         first_stage: str = Field(description="the retriever whose results are reranked (registry entry or plugin)")

@@ -121,6 +121,19 @@ class TrainingPlan:
         return {"split": self.split, "checkpoint": self.key, "seed": self.seed}
 
 
+def _shared(a: Sequence[Query], b: Sequence[Query]) -> str | None:
+    """What of ``b`` is in ``a`` (its count and ids), in words, or None: the same query is the same text
+    (case and spacing aside) or the same id with the same answers. An id alone says nothing:
+    STaRK's human-generated split numbers its own, unrelated queries from 0 again."""
+    texts = {" ".join(q.text.lower().split()) for q in a}
+    pairs = {(q.id, frozenset(q.answer_ids)) for q in a}
+    common = [q.id for q in b if " ".join(q.text.lower().split()) in texts or (q.id, frozenset(q.answer_ids)) in pairs]
+    if not common:
+        return None
+    ids = ", ".join(map(str, common[:5])) + (", …" if len(common) > 5 else "")
+    return f"{len(common)} {'query' if len(common) == 1 else 'queries'} (ids {ids})"
+
+
 def _digest(queries: Sequence[Query]) -> str:
     return stable_hash([[q.id, q.text, list(q.answer_ids)] for q in queries])
 
@@ -169,13 +182,16 @@ def plan_training(
     train = splits[train_split]
     if evaluated is not None:
         tested = splits[evaluated]
-        shared_ids = {q.id for q in train} & {q.id for q in tested}
-        shared_texts = {q.text.strip().lower() for q in train} & {q.text.strip().lower() for q in tested}
-        if shared_ids or shared_texts:
-            what = f"{len(shared_ids)} query ids" if shared_ids else f"{len(shared_texts)} query texts"
+        shared = _shared(train, tested)
+        if shared:
             raise HarnessError(
-                f"split {train_split!r} shares {what} with the evaluated split {evaluated!r}: training on it "
+                f"split {train_split!r} shares {shared} with the evaluated split {evaluated!r}: training on it "
                 "would train on the evaluation"
+            )
+        if validation_split is not None and (shared := _shared(splits[validation_split], tested)):
+            raise HarnessError(
+                f"the validation split {validation_split!r} shares {shared} with the evaluated split {evaluated!r}: "
+                "early stopping on it would select the model on the evaluation (--validation-split none, or another)"
             )
     validation = splits[validation_split] if validation_split else []
     key = stable_hash(

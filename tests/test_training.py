@@ -183,7 +183,9 @@ def test_training_on_the_evaluated_split_is_refused(tmp_path: Path) -> None:
 
 def test_a_train_split_sharing_queries_with_the_evaluated_one_is_refused(tmp_path: Path) -> None:
     # tiny's train split is the first four of its test queries
-    with pytest.raises(HarnessError, match="split 'train' shares 4 query ids with the evaluated split 'test'"):
+    with pytest.raises(
+        HarnessError, match=r"split 'train' shares 4 queries \(ids 1, 2, 3, 4\) with the evaluated split 'test'"
+    ):
         run_retriever(LearnedOverlap, {}, tmp_path, dataset="tiny")
 
 
@@ -260,3 +262,52 @@ def test_the_resume_kit_passes_a_resuming_retriever_and_catches_one_that_starts_
 
     with pytest.raises(AssertionError, match="trained twice"):
         check_training_resumes(StartsOver, {"epochs": 4}, tmp_path / "bad", **kit)
+
+
+def test_what_counts_as_sharing_queries_with_the_evaluated_split() -> None:
+    from harness.testing import tiny_skb
+    from harness.training import plan_training
+
+    skb = tiny_skb()
+    train = [Query(0, "a package for sound", (1,)), Query(1, "Editors  of TEXT", (2, 3))]
+    val = [Query(7, "another query", (4,))]
+
+    def plan(tested: list[Query], validation: list[Query] = val) -> Any:
+        splits = {"train": train, "val": validation, "test": tested}
+        return plan_training("m", LearnedOverlap(), {"params": {}}, skb, splits, "test")
+
+    # STaRK's human-generated split numbers its own, unrelated queries from 0 again: not shared
+    assert plan([Query(0, "a different question", (5,)), Query(1, "and another", (2,))]).split == "train"
+    with pytest.raises(HarnessError, match=r"shares 1 query \(ids 9\)"):  # the same text, case and spacing aside
+        plan([Query(9, "editors of text", (6,))])
+    with pytest.raises(HarnessError, match=r"shares 1 query \(ids 0\)"):  # the same id and answers, reworded
+        plan([Query(0, "sound packages", (1,))])
+    # the validation split selects the model: it must not hold evaluated queries either
+    with pytest.raises(HarnessError, match=r"validation split 'val' shares 1 query \(ids 3\).*--validation-split none"):
+        plan([Query(3, "Another query", (8,))])
+
+
+class Passthrough(harness.Retriever):
+    """A zero-shot composite: the ranking of the retriever it uses, unchanged."""
+
+    name = "passthrough"
+
+    class Options(harness.Options):
+        inner: str = "inner"
+
+    def uses(self) -> list[str]:
+        return [self.options.inner]
+
+    def build(self, skb: SKB, context: BuildContext) -> None:
+        self.inner = context.retriever(self.options.inner)
+
+    def search(self, queries: Sequence[Query], k: int, top_ranked: Sequence[Ranking] | None = None) -> list[Ranking]:
+        return self.inner.search(queries, k)
+
+
+def test_a_composite_of_a_trained_retriever_records_its_training(tmp_path: Path) -> None:
+    inner = {"inner": {"plugin": "learned-overlap", "params": {"epochs": 2}}}
+    outcome = run_retriever(Passthrough, {}, tmp_path, also=[LearnedOverlap], presets=inner, dataset="tiny-train", k=3)
+    row = outcome.row
+    assert row.regime == "trained" and row.training is not None and row.training.split == "train"
+    assert (outcome.run_dir / "training-inner.png").is_file()

@@ -296,6 +296,9 @@ def test_a_cutoff_deeper_than_a_rerankers_candidates_is_refused(manager: PluginM
         resolve(registry, manager, retriever="keep", metrics=["hit@1", "hit@5"])
     spec = resolve(registry, manager, retriever="keep")
     assert spec.metrics == ["hit@1", "mrr"] and "recall@20" in spec.dropped_metrics
+    Keep.fills = True  # its rankings go on past the candidates: every cut-off is measured
+    spec = resolve(registry, manager, retriever="keep", metrics=["hit@1", "hit@5"])
+    assert spec.metrics == ["hit@1", "hit@5"] and not spec.dropped_metrics
 
 
 def test_evaluate_refuses_ndcg_on_graded_qrels(tmp_path: Path) -> None:

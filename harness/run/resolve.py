@@ -203,7 +203,7 @@ def resolve(
     retrievers = resolve_retrievers(registry, plugins, retriever, retriever_params)
     main: Retriever = retrievers[retriever].instance
     depth, why = k, f"k={k}"
-    if isinstance(main, Reranker) and main.options.candidates < k:  # type: ignore[attr-defined]
+    if isinstance(main, Reranker) and not main.fills and main.options.candidates < k:  # type: ignore[attr-defined]
         candidates = main.options.candidates  # type: ignore[attr-defined]
         depth, why = candidates, f"{retriever!r} reranks {candidates} candidates"
     deeper = [m.name for m in parsed if m.k is not None and m.k > depth]

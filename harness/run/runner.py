@@ -309,7 +309,9 @@ class Runner:
                     if not built_earlier:
                         build_seconds = phases["build"]
                     provenance = built
-                    training = training if built_earlier and training else self._trained.get(spec.retriever)
+                    # the main retriever's training, else that of a trained retriever it uses
+                    trained = [self._trained[c.name] for c in [spec.main, *spec.uses] if c.name in self._trained]
+                    training = training if built_earlier and training else next(iter(trained), None)
                     write_json(
                         build_path,
                         {
@@ -373,6 +375,8 @@ class Runner:
 
             latencies = np.asarray([r["latency_ms"] for r in ordered], dtype=np.float64)
             regime = spec.main.instance.regime
+            if regime == "zero-shot" and training is not None:
+                regime = "trained"  # a zero-shot composite of a trained retriever learned from the train split
             built_from = provenance or {}
             row = LeaderboardRow(
                 retriever=_with_provenance(retriever_info, built_from),

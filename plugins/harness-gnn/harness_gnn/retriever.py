@@ -60,6 +60,7 @@ class QAGNNRetriever(harness.Reranker):
     version = "1"
     regime = "trained"
     batch_size = 32
+    fills = True  # the scored candidates, then the first stage's other results up to k
 
     class Options(harness.DocumentOptions):
         first_stage: str = Field("bm25", description="the retriever whose candidates are scored (registry or plugin)")
