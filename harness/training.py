@@ -5,11 +5,13 @@ Before a trained retriever is built, the runner (``harness run``) or ``harness t
 
 1. the training queries (the dataset's ``train`` split, or ``--train-split``) and, for early
    stopping, a validation split (``val`` by default) are loaded. Training on the split being
-   evaluated is refused, as is validating on it, and so is a train split sharing a query id or
-   text with it: the evaluation would measure memory, not retrieval.
+   evaluated is refused (validating on it is dropped, with a note), and so is a train or
+   validation split sharing a query with it (the same text, or the same id and answers): the
+   evaluation would measure memory, not retrieval.
 2. The checkpoint is keyed by content: the retriever's plugin, version and parameters, what it
    says in :meth:`Retriever.training_identity` (the base model's weights digest), the SKB's
-   fingerprint, the digests of the training and validation queries and the seed. A verified
+   fingerprint, the digests of the training and validation queries, the seed, the device kind
+   and torch's version. A verified
    checkpoint of that key is loaded (:meth:`Retriever.load_checkpoint`) instead of training.
 3. Otherwise (unless the caller forbids training) the seeds are set, ``fit`` runs with a
    :class:`TrainContext`, and what it wrote to ``context.checkpoint_dir`` becomes the
@@ -23,6 +25,7 @@ The row of a trained run records :class:`TrainingInfo` (``row.training``).
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import random
@@ -159,6 +162,7 @@ def plan_training(
     train_split: str = "train",
     validation_split: str | None = "val",
     seed: int = 0,
+    device: str = "cpu",
 ) -> TrainingPlan:
     """Choose and check the splits; compute the checkpoint key. ``splits``: the dataset's
     query splits; ``evaluated``: the split the run evaluates (None for ``harness train``);
@@ -202,9 +206,19 @@ def plan_training(
             "train": [train_split, _digest(train)],
             "validation": [validation_split, _digest(validation)] if validation_split else None,
             "seed": seed,
+            # where it trains and with which torch: a GPU trains in mixed precision with other kernels
+            "device": device.split(":")[0],
+            "torch": _torch_version(),
         }
     )
     return TrainingPlan(train_split, train, validation_split, validation, seed, key)
+
+
+def _torch_version() -> str | None:
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def seed_everything(seed: int) -> None:
@@ -236,11 +250,22 @@ def ensure_trained(
     with entry_lock(entry, "training"):
         if not verified_entry(entry):
             if not allow_training:
+                validation = plan.validation_split or "none"
                 raise HarnessError(
-                    f"retriever {name!r} has no checkpoint for this training data ({entry.name}); "
-                    f"train it with `harness train -r {name} -d DATASET`, or run without --no-train"
+                    f"retriever {name!r} has no checkpoint for this training data ({entry.name}); train it with "
+                    f"`harness train -r {name} -d DATASET --train-split {plan.split} --validation-split {validation} "
+                    f"--seed {plan.seed}` (and the run's -p parameters and --device), or run without --no-train"
                 )
-            _train(name, retriever, skb, plan, context, entry, hardware(context.device).cpu)
+            machine = hardware(context.device)
+            _train(
+                name,
+                retriever,
+                skb,
+                plan,
+                context,
+                entry,
+                f"{machine.gpu} ({machine.cpu})" if machine.gpu else machine.cpu,
+            )
         recorded = json.loads((entry / "training.json").read_text(encoding="utf-8"))
         try:
             retriever.load_checkpoint(entry)

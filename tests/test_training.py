@@ -179,6 +179,7 @@ def test_training_on_the_evaluated_split_is_refused(tmp_path: Path) -> None:
     # validating on the evaluated split would select the model on it: the run goes without
     outcome = _run(tmp_path, tmp_path / "cache", split="val")
     assert outcome.row.training.validation_split is None
+    assert "trained without early stopping: the validation split 'val' is the evaluated one" in outcome.notes
 
 
 def test_a_train_split_sharing_queries_with_the_evaluated_one_is_refused(tmp_path: Path) -> None:
@@ -282,6 +283,14 @@ def test_what_counts_as_sharing_queries_with_the_evaluated_split() -> None:
         plan([Query(9, "editors of text", (6,))])
     with pytest.raises(HarnessError, match=r"shares 1 query \(ids 0\)"):  # the same id and answers, reworded
         plan([Query(0, "sound packages", (1,))])
+    # the key: the training queries, the device kind and the seed each make another checkpoint
+    splits = {"train": train, "val": val, "test": [Query(5, "x", (6,))]}
+    key = plan_training("m", LearnedOverlap(), {"params": {}}, skb, splits, "test").key
+    reworded = {**splits, "train": [Query(0, "a package for noise", (1,)), train[1]]}
+    assert plan_training("m", LearnedOverlap(), {"params": {}}, skb, reworded, "test").key != key
+    assert plan_training("m", LearnedOverlap(), {"params": {}}, skb, splits, "test", device="cuda").key != key
+    assert plan_training("m", LearnedOverlap(), {"params": {}}, skb, splits, "test", device="cpu").key == key
+    assert plan_training("m", LearnedOverlap(), {"params": {}}, skb, splits, "test", seed=1).key != key
     # the validation split selects the model: it must not hold evaluated queries either
     with pytest.raises(HarnessError, match=r"validation split 'val' shares 1 query \(ids 3\).*--validation-split none"):
         plan([Query(3, "Another query", (8,))])

@@ -264,7 +264,8 @@ def training_options(command: Callable[..., Any]) -> Callable[..., Any]:
         "--validation-split",
         default="val",
         show_default=True,
-        help="split for early stopping of trained retrievers ('none': no early stopping); never the evaluated one",
+        help="split for early stopping of trained retrievers ('none': no early stopping); the evaluated one is "
+        "dropped (with a note), one sharing queries with it refused",
     )(command)
     return click.option("--train-split", default="train", show_default=True, help="split trained retrievers train on")(
         command

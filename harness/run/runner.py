@@ -290,6 +290,10 @@ class Runner:
             built_earlier = build_seconds > 0 and not self.fresh
             if spec.dropped_metrics:
                 notes.append(f"left out {', '.join(spec.dropped_metrics)}: deeper than the ranking can be")
+            if self.validation_split == spec.split and self._plans:
+                notes.append(
+                    f"trained without early stopping: the validation split {spec.split!r} is the evaluated one"
+                )
             usage_path = run_dir / "usage.json"
             if self.fresh:
                 usage_path.unlink(missing_ok=True)
@@ -450,6 +454,7 @@ class Runner:
                 self.train_split,
                 self.validation_split,
                 spec.seed,
+                self.device,
             )
             for c in trained
         }

@@ -148,7 +148,7 @@ class QAGNNRetriever(harness.Reranker):
         optimizer = torch.optim.Adam(self.network.parameters(), lr=options.lr, weight_decay=options.weight_decay)
         state = _resume(context.work_dir, self.network, optimizer)
         first_epoch, looping = state["epoch"], time.perf_counter()
-        mrr = f", best val_mrr {state['best_mrr']:.3f}" if validation and state["epoch"] else ""
+        summary = f", best val_mrr {state['best_mrr']:.3f}" if validation and state["epoch"] else ""
         for epoch in range(state["epoch"] + 1, options.epochs + 1):
             if state["stopped"]:
                 break
@@ -160,7 +160,7 @@ class QAGNNRetriever(harness.Reranker):
             self.network.train()
             losses = []
             with context.task(
-                f"qagnn: epoch {epoch}/{options.epochs} ({len(usable)} queries, {skipped} unreachable){mrr}",
+                f"qagnn: epoch {epoch}/{options.epochs} ({len(usable)} queries, {skipped} unreachable){summary}",
                 len(batches),
             ) as bar:
                 for chosen in batches:
@@ -176,6 +176,7 @@ class QAGNNRetriever(harness.Reranker):
                     stepping, stepped = stepping + time.perf_counter() - step, stepped + len(chosen)
                     bar.advance()
             point: dict[str, float | int] = {"epoch": epoch, "loss": float(np.mean(losses))}
+            ended = f", loss {point['loss']:.4f}"  # the next epoch's bar shows how this one ended
             if validation:
                 point["val_mrr"] = self._mrr(validation, context.device)
                 if point["val_mrr"] > state["best_mrr"]:
@@ -183,7 +184,10 @@ class QAGNNRetriever(harness.Reranker):
                 else:
                     state["stale"] += 1
                 state["stopped"] = state["stale"] >= options.patience
-                mrr = f", val_mrr {point['val_mrr']:.3f} (best {state['best_mrr']:.3f} at epoch {state['best_epoch']})"
+                ended += (
+                    f", val_mrr {point['val_mrr']:.3f} (best {state['best_mrr']:.3f} at epoch {state['best_epoch']})"
+                )
+            summary = ended
             context.log(**point)
             state["epoch"] = epoch
             _save_epoch(context.work_dir, epoch, self.network, optimizer, state)
