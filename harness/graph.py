@@ -99,7 +99,8 @@ class EntityLinker:
 
     def mentions(self, text: str) -> list[tuple[str, list[int]]]:
         """The mentions found in ``text`` and the nodes each names: longer mentions first, then
-        left to right; a word belongs to one mention at most."""
+        left to right; a word belongs to one mention at most, and a mention said twice is
+        listed once (it names the same nodes: a repeated entity is one entity)."""
         tokens = words(text)
         spans = [
             (start, start + n)
@@ -117,7 +118,9 @@ class EntityLinker:
             if first == last or taken[a:b].any():
                 continue
             taken[a:b] = True
-            found.append((" ".join(tokens[a:b]), [int(i) for i in self.ids[first:last]]))
+            mention = " ".join(tokens[a:b])
+            if all(mention != seen for seen, _ in found):
+                found.append((mention, [int(i) for i in self.ids[first:last]]))
         return found
 
     def link(self, text: str, limit: int) -> np.ndarray:

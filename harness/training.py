@@ -66,6 +66,12 @@ class TrainContext(BuildContext):
     checkpoint_dir: Path = Path()
     work_dir: Path = Path()
     _curve: list[dict[str, Any]] = field(default_factory=list)
+    _subset: list[Query] | None = None
+
+    def trains_on(self, queries: Sequence[Query]) -> None:
+        """Say that ``fit`` trains on these queries of the split only (a sample, say): the row
+        records their number and digest next to the split's."""
+        self._subset = list(queries)
 
     def log(self, **values: float | int) -> None:
         """Record a point of the training curve (``epoch=1, loss=0.42, val_mrr=0.31``)."""
@@ -106,6 +112,10 @@ class TrainingInfo(BaseModel):
     seconds: float = Field(ge=0, description="training time, when the checkpoint was made")
     device: str = Field(description="where it was trained")
     hardware: str = Field(description="the machine it was trained on")
+    subset_queries: int | None = Field(
+        None, ge=0, description="when the retriever trained on part of the split (a sample): how many queries"
+    )
+    subset_digest: str | None = Field(None, description="digest of that part (ids, texts, answer ids)")
 
 
 @dataclass
@@ -308,6 +318,13 @@ def _train(
     except Exception as exc:
         raise HarnessError(f"retriever {name!r} failed to train: {type(exc).__name__}: {exc}") from exc
     seconds = time.perf_counter() - started
+    subset = train_context._subset
+    if subset is not None:
+        outside = {q.id for q in subset} - {q.id for q in plan.train}
+        if outside:
+            raise HarnessError(
+                f"retriever {name!r}: trains_on() named queries not in the train split: {sorted(outside)[:5]}"
+            )
     if not any(final.iterdir()):
         raise HarnessError(f"retriever {name!r}: fit() wrote nothing to context.checkpoint_dir")
     curve = work / "curve.jsonl"
@@ -326,6 +343,8 @@ def _train(
             "seconds": round(seconds, 3),
             "device": context.device,
             "hardware": cpu,
+            "subset_queries": len(subset) if subset is not None else None,
+            "subset_digest": _digest(subset) if subset is not None else None,
         },
     )
     write_manifest(final)

@@ -23,6 +23,8 @@ def test_linker_finds_longest_mentions_first_without_overlap() -> None:
     assert found == [("red kettle", [0]), ("acme", [5]), ("glöbex", [6])]
     assert linker.link("a red kettle or a blue kettle", 1).tolist() == [0]
     assert linker.link("nothing here", 5).tolist() == []
+    # an entity said twice is one mention: pairing it with itself would be a pair of nothing
+    assert linker.mentions("acme kettles, or any acme product by Acme") == [("acme", [5])]
 
 
 def test_linker_can_keep_some_types_only() -> None:

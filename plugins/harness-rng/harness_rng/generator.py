@@ -69,7 +69,8 @@ def _lines(answer: str) -> list[str]:
         line = raw.strip().strip("`").strip()
         if not line or _FENCE.match(raw.strip()):
             continue
-        lines.append(_BULLET.sub("", line, count=1).strip())
+        # "2." or "2)" is a candidate's number, not an empty numbered item
+        lines.append(line if _NUMBER.match(line) else _BULLET.sub("", line, count=1).strip())
     return lines
 
 

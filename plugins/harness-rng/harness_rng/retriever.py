@@ -54,7 +54,7 @@ class RnGRetriever(harness.Retriever):
     """Rank-and-generate over an SKB: enumerate forms, rank them, generate the final one, execute it."""
 
     name = "rng-kbqa"
-    version = "1"
+    version = "2"
     regime = "trained"
     # how the trained ranker's choice is used: one trained ranker serves every value of these
     search_params = (
@@ -197,6 +197,7 @@ class RnGRetriever(harness.Retriever):
                 len(train), options.max_train_queries, replace=False
             )
             train = [train[i] for i in sorted(picked)]
+            context.trains_on(train)  # the row records the sample next to the split
         examples = self._examples(forms, train, context, "training")
         covered = [e for e in examples if e.covered]
         usable = [e for e in covered if len(e.forms) > 1]

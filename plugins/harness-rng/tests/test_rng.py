@@ -276,6 +276,9 @@ def test_the_generator_answer_is_parsed_checked_and_executed_else_the_top_form()
     chosen = choose(forms, f"```\nForm: {gold}\n```", top, anchors)
     assert (str(chosen.form), chosen.source, chosen.ids.tolist()) == (gold, "generator", list(_apps(2)))
     assert choose(forms, "2", top, anchors).form == top[1].form  # a bare number picks that candidate
+    assert (
+        choose(forms, "2.", top, anchors).form == top[1].form and choose(forms, "(3)", top, anchors).form == top[2].form
+    )
     garbage = choose(forms, "I think it is the Carol Crew packages.", top, anchors)
     assert (garbage.form, garbage.source) == (top[0].form, "ranker") and "expected an entity name" in str(garbage.error)
     empty = choose(forms, '"Dave Unit" maintainer <-maintained_by- package', top, anchors)
@@ -476,7 +479,9 @@ def test_max_train_queries_trains_on_a_seeded_sample(tmp_path: Path) -> None:
         outcome = _run(tmp_path / name, tmp_path / f"cache-{name}", epochs=0, max_train_queries=3)
         entry = tmp_path / f"cache-{name}" / "checkpoints" / f"under-test-{outcome.row.training.checkpoint}"
         curve = [json.loads(line) for line in (entry / "curve.jsonl").read_text().splitlines()]
-        return curve[0]["train_queries"], outcome.row.training.checkpoint
+        training = outcome.row.training
+        assert (training.queries, training.subset_queries) == (8, 3)  # the split's, and the sample trained on
+        return curve[0]["train_queries"], training.checkpoint
 
     first, again = sampled("first"), sampled("again")
     assert first[0] == 3 and first == again  # three of the eight, the same three for the same seed

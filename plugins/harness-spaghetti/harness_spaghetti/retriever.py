@@ -103,7 +103,7 @@ class SpaghettiRetriever(harness.Retriever):
     """SPAGHETTI over an SKB: semantic parsing, text and linearized-relation retrieval, fused and verified by an LLM."""
 
     name = "spaghetti"
-    version = "1"
+    version = "2"
     regime = "llm-at-query-time"
     batch_size = 8
 
