@@ -42,7 +42,7 @@ def test_markdown_tables_per_dataset_and_split(tmp_path: Path) -> None:
     best = max(test_rows, key=lambda r: r.metrics["hit@1"])
     assert f"{100 * best.metrics['mrr']:.2f}" in lines[0]
     # LLM-at-query-time and sampled rows are marked; their LLM and cost are shown
-    llm_line = next(line for line in lines if "smollm2" in line)
+    llm_line = next(line for line in lines if line.startswith("| bm25-smollm2-rerank"))
     assert "†‡" in llm_line and "(10%)" in llm_line and "openai:smollm2" in llm_line and "$0.00" in llm_line
     assert "† evaluated on a seeded random sample" in table
     # each row's p-value against the best row is what `harness compare` says for the pair
