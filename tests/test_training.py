@@ -320,3 +320,25 @@ def test_a_composite_of_a_trained_retriever_records_its_training(tmp_path: Path)
     row = outcome.row
     assert row.regime == "trained" and row.training is not None and row.training.split == "train"
     assert (outcome.run_dir / "training-inner.png").is_file()
+
+
+class Subsetting(LearnedOverlap):
+    """LearnedOverlap that says it trains on part of the split (its first half, or a stranger)."""
+
+    name = "subsetting"
+
+    class Options(LearnedOverlap.Options):
+        stranger: bool = False
+
+    def fit(self, skb: SKB, train: Sequence[Query], context: Any) -> None:
+        part = list(train[: len(train) // 2])
+        context.trains_on([*part, Query(99_999, "not in the split", (0,))] if self.options.stranger else part)
+        super().fit(skb, part, context)
+
+
+def test_a_retriever_training_on_part_of_the_split_is_recorded_as_such(tmp_path: Path) -> None:
+    outcome = run_retriever(Subsetting, {"epochs": 1}, tmp_path / "a", dataset="tiny-train")
+    training = outcome.row.training
+    assert (training.queries, training.subset_queries) == (8, 4) and training.subset_digest != training.digest
+    with pytest.raises(HarnessError, match=r"trains_on\(\) named queries not in the train split: \[99999\]"):
+        run_retriever(Subsetting, {"epochs": 1, "stranger": True}, tmp_path / "b", dataset="tiny-train")
