@@ -320,11 +320,10 @@ def _train(
     seconds = time.perf_counter() - started
     subset = train_context._subset
     if subset is not None:
-        outside = {q.id for q in subset} - {q.id for q in plan.train}
+        known = {(q.id, q.text, tuple(q.answer_ids)) for q in plan.train}
+        outside = sorted(q.id for q in subset if (q.id, q.text, tuple(q.answer_ids)) not in known)
         if outside:
-            raise HarnessError(
-                f"retriever {name!r}: trains_on() named queries not in the train split: {sorted(outside)[:5]}"
-            )
+            raise HarnessError(f"retriever {name!r}: trains_on() named queries not in the train split: {outside[:5]}")
     if not any(final.iterdir()):
         raise HarnessError(f"retriever {name!r}: fit() wrote nothing to context.checkpoint_dir")
     curve = work / "curve.jsonl"

@@ -108,6 +108,7 @@ def query_groups(run: str | Path, field: str, data_dir: str | None = None) -> di
     """Query id → the value of ``metadata[field]`` of the queries the run evaluated, read from
     the dataset its ``config.json`` names (rebuilt from its plugin and parameters). Refuses when
     the dataset's queries are no longer the ones the run evaluated, or no query has the field."""
+    from harness.queries import sample
     from harness.run import dataset_from_row
     from harness.run.record import ComponentInfo, queries_digest
 
@@ -115,11 +116,13 @@ def query_groups(run: str | Path, field: str, data_dir: str | None = None) -> di
     try:
         config = json.loads((path / "config.json").read_text())
         info = ComponentInfo.model_validate(config["dataset"])
-        split, digest, sampled = config["split"], config["queries"], config.get("sample")
+        split, digest, fraction, seed = config["split"], config["queries"], config.get("sample"), config.get("seed")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise HarnessError(f"compare --by: {path} has no readable config.json naming its dataset ({exc})") from None
     queries = dataset_from_row(info, data_dir).load_queries().split(split)
-    if sampled is None and queries_digest(queries) != digest:
+    if fraction:  # the run's seeded sample, drawn again as the runner drew it
+        queries = sample(queries, fraction, seed)
+    if queries_digest(queries) != digest:
         raise HarnessError(
             f"compare --by: the queries of {info.name}/{split} are not the ones {path} evaluated (digest "
             f"{queries_digest(queries)}, the run's {digest}): the dataset changed since the run"

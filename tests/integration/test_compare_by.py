@@ -51,6 +51,18 @@ def test_compare_by_hops_tests_each_group_on_its_own_queries() -> None:
     assert "fewer than 2 shared queries): hops=3 (1)" in " ".join(table.stdout.split())
 
 
+def test_compare_by_groups_a_sampled_run_by_its_own_sample(tmp_path: Path) -> None:
+    sampled = _published("spaghetti")  # a seeded 25% of the test queries
+    hops = {row["id"]: row["hops"] for row in map(json.loads, REQUIREMENTS.read_text().splitlines())}
+    assert query_groups(sampled, "hops") == {q: str(hops[q]) for q in _values(sampled)}
+    run = tmp_path / "run"
+    shutil.copytree(sampled, run)
+    config = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({**config, "seed": config["seed"] + 1}))  # another sample
+    with pytest.raises(HarnessError, match=r"not the ones .* evaluated"):
+        query_groups(run, "hops")
+
+
 def test_compare_by_refuses_what_it_cannot_group(tmp_path: Path) -> None:
     run = tmp_path / "run"
     shutil.copytree(_published("bm25"), run)
