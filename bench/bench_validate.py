@@ -31,7 +31,8 @@ from references import installed, pytrec_eval_spec, trec_eval_measures
 from timing import Sample
 
 from harness.dataset import Dataset
-from harness.leaderboard.bundles import bundle, collect
+from harness.leaderboard.bundles import collect
+from harness.leaderboard.submit import bundle
 from harness.leaderboard.validate import validate
 from harness.plugins import get_plugin_manager
 from harness.plugins.hookspecs import hookimpl
@@ -126,7 +127,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         spec = resolve(registry, plugins, "seeded", "synthetic", "test", args.k, metrics)
-        outcome = Runner(plugins, output_dir=work / "runs", leaderboard_dir=None, device="cpu").run(spec)
+        outcome = Runner(plugins, output_dir=work / "runs", device="cpu").run(spec)
         run_dir = outcome.run_dir
         print(
             f"{args.queries:,} queries x top {args.k} over {args.candidates:,} candidates "

@@ -25,7 +25,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from harness.version import __version__
 
 #: public name -> module it lives in
 _EXPORTS: dict[str, str] = {
@@ -69,9 +69,9 @@ _EXPORTS: dict[str, str] = {
     "Executor": "harness.executors",
     "LocalExecutor": "harness.executors",
     "Limiter": "harness.executors",
-    "make_executor": "harness.executors",
-    "executor_options": "harness.cli.common",
-    "executor_from_options": "harness.cli.common",
+    "make_executor": "harness.plugins.executors",
+    "executor_options": "harness.plugins.executors",
+    "executor_from_options": "harness.plugins.executors",
     "TrainContext": "harness.training",
     "TrainingInfo": "harness.training",
     # evaluation
@@ -136,16 +136,16 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at runtime the names load on fi
         verified_entry,
         write_manifest,
     )
-    from harness.cli.common import executor_from_options, executor_options
     from harness.dataset import Dataset, DirectoryDataset
     from harness.errors import HarnessError
-    from harness.executors import Executor, Limiter, LocalExecutor, make_executor
+    from harness.executors import Executor, Limiter, LocalExecutor
     from harness.graph import EntityLinker, Hop, RelationPath, Schema, normalize_name, reach
     from harness.hub import HubSnapshot, hub_file, hub_snapshot, hub_unreachable, parse_hub_id
     from harness.io import atomic_dir, atomic_write, cache_root, exclusive, replace_dir, stable_hash, write_json
     from harness.metrics import Metric
     from harness.options import DocumentOptions, Options, parse_options
     from harness.plugins import lookup
+    from harness.plugins.executors import executor_from_options, executor_options, make_executor
     from harness.plugins.hookspecs import hookimpl, hookspec
     from harness.queries import Query, QuerySet, load_stark_layout, read_stark_csv, write_stark_csv
     from harness.retriever import BuildContext, ProgressTask, Ranking, Reranker, Retriever

@@ -12,7 +12,8 @@ the built retriever — once per worker process; each item is then ``worker(item
 back as ``(index, result)`` in the order items complete, so the caller writes each one (into a
 content-keyed cache, the resume log) as it arrives and a killed run loses only unfinished items.
 
-Executors come from plugins (``register_executors``); :class:`LocalExecutor` is built in: one
+Executors come from plugins (``register_executors``; ``harness.make_executor`` finds one by name,
+``harness.plugins.executors``); :class:`LocalExecutor` is built in: one
 worker in this process, items in input order, and nothing else imported.
 """
 
@@ -23,14 +24,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ClassVar, TypeVar
 
-from harness.errors import HarnessError
+from harness.machine import resolve_device
 from harness.options import Options, parse_options
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
-
-#: executors first-party plugins provide, and the distribution that has each
-_PLUGINS = {"ray": "stark-harness-ray"}
 
 
 class Limiter:
@@ -84,8 +82,6 @@ class Executor(ABC):
 
     def worker_device(self, device: str) -> str:
         """The device workers run models on, given ``--device`` (``auto``, ``cpu``, ``cuda``)."""
-        from harness.run.resolve import resolve_device
-
         return resolve_device(device)
 
     def limiter(self, key: str, slots: int) -> Limiter:
@@ -135,20 +131,3 @@ class LocalExecutor(Executor):
             if worker is None:  # no items, no worker (no model loaded for nothing)
                 worker = factory()
             yield index, worker(item)
-
-
-def make_executor(name: str, params: dict[str, Any] | None = None, plugins: Any = None) -> Executor:
-    """The executor ``name`` (``local``, or one a plugin registers) constructed with ``params``."""
-    if name == LocalExecutor.name:
-        return LocalExecutor(**(params or {}))
-    if plugins is None:
-        from harness.plugins import get_plugin_manager
-
-        plugins = get_plugin_manager()
-    components = plugins.components
-    known = components.by_kind.get("executor", {})
-    if name not in known and (("executor", name) not in components.clashes):
-        hint = f" (pip install '{_PLUGINS[name]}')" if name in _PLUGINS else ""
-        names = ", ".join(sorted({LocalExecutor.name, *known}))
-        raise HarnessError(f"unknown executor {name!r}{hint}; known: {names}{components.failure_hint()}")
-    return components.get("executor", name)(**(params or {}))

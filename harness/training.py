@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.caches import MANIFEST, directory_digest, entry_lock, verified_entry, write_manifest
 from harness.errors import HarnessError
 from harness.io import atomic_write, replace_dir, stable_hash, write_json
+from harness.machine import hardware
 from harness.queries import Query
 from harness.retriever import BuildContext, Retriever
 from harness.skb import SKB
@@ -254,7 +255,6 @@ def ensure_trained(
     allow_training: bool = True,
 ) -> TrainingInfo:
     """Load the checkpoint of ``plan`` into ``retriever``, training it first when there is none."""
-    from harness.run.record import hardware
 
     entry = context.cache_dir / "checkpoints" / f"{name}-{plan.key}"
     with entry_lock(entry, "training"):

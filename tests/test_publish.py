@@ -74,7 +74,7 @@ def board(tiny_plugins: PluginManager, tmp_path: Path) -> Path:
     and one on ``tiny-short``, merged as submissions are."""
     tiny_plugins.register(AsksLLMPlugin(), "asks-llm-plugin")
     registry = parse_registry(REGISTRY, "publish.yaml")
-    runner = Runner(tiny_plugins, output_dir=tmp_path / "runs", leaderboard_dir=None, device="cpu")
+    runner = Runner(tiny_plugins, output_dir=tmp_path / "runs", device="cpu")
     runs = [
         runner.run(resolve(registry, tiny_plugins, retriever, dataset, "test", 3, METRICS, sample_fraction=sample))
         for retriever, dataset, sample in [

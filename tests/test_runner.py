@@ -13,7 +13,7 @@ from pydantic import Field
 
 import harness
 from harness.errors import HarnessError
-from harness.leaderboard.rows import LeaderboardRow, read_rows
+from harness.leaderboard.rows import LeaderboardRow, read_rows, record_row
 from harness.plugins import PluginManager
 from harness.plugins.hookspecs import hookimpl
 from harness.queries import Query
@@ -77,8 +77,10 @@ def manager(tiny_plugins: PluginManager) -> PluginManager:
 def _run(manager: PluginManager, tmp_path: Path, **kwargs):  # type: ignore[no-untyped-def]
     registry = parse_registry(TINY_REGISTRY, "test-registry.yaml")
     spec = resolve(registry, manager, **kwargs)
-    runner = Runner(manager, output_dir=tmp_path / "runs", leaderboard_dir=tmp_path / "lb", device="cpu")
-    return runner.run(spec)
+    runner = Runner(manager, output_dir=tmp_path / "runs", device="cpu")
+    outcome = runner.run(spec)
+    outcome.row_path = record_row(tmp_path / "lb", outcome.row)
+    return outcome
 
 
 def test_a_run_writes_row_runs_and_trec(manager: PluginManager, tmp_path: Path) -> None:
@@ -164,7 +166,7 @@ def test_bad_query_sets(manager: PluginManager, tmp_path: Path, queries: list, m
         ),
         "r.yaml",
     )
-    runner = Runner(manager, output_dir=tmp_path / "runs", leaderboard_dir=None, device="cpu")
+    runner = Runner(manager, output_dir=tmp_path / "runs", device="cpu")
     with pytest.raises(HarnessError, match=message):
         runner.run(resolve(registry, manager))
 
@@ -189,7 +191,7 @@ def test_edited_queries_get_a_new_configuration(manager: PluginManager, tmp_path
         ),
         "r.yaml",
     )
-    runner = Runner(manager, output_dir=tmp_path / "runs", leaderboard_dir=tmp_path / "lb", device="cpu")
+    runner = Runner(manager, output_dir=tmp_path / "runs", device="cpu")
     second = runner.run(resolve(registry, manager))
     assert second.row.config_hash != first.row.config_hash and second.resumed_queries == 0
 
@@ -198,7 +200,7 @@ def test_reranker_is_composed_with_its_first_stage(manager: PluginManager, tmp_p
     text = TINY_REGISTRY + "  reverse: {plugin: reverse, first_stage: flaky, candidates: 3}\n"
     registry = parse_registry(text, "r.yaml")
     spec = resolve(registry, manager, retriever="reverse", k=2)
-    outcome = Runner(manager, output_dir=tmp_path / "runs", leaderboard_dir=None, device="cpu").run(spec)
+    outcome = Runner(manager, output_dir=tmp_path / "runs", device="cpu").run(spec)
     # flaky returns candidates 0, 1, 2; the reranker reverses them and keeps k=2
     run = read_run(outcome.run_dir / "run.trec")
     assert run["1"] == ["2", "1"]
@@ -292,14 +294,15 @@ def test_credentials_never_reach_what_is_written(manager: PluginManager, tmp_pat
     manager.register(Plugin(), "endpoint-plugin")
     secret = TINY_REGISTRY + "  keyed: {plugin: endpoint, params: {llm_params: {api_key: sk-live-123}}}\n"
     with pytest.raises(HarnessError, match=r"parameter 'llm_params.api_key' holds a credential.*environment"):
-        Runner(manager, output_dir=tmp_path / "runs", leaderboard_dir=None, device="cpu").run(
+        Runner(manager, output_dir=tmp_path / "runs", device="cpu").run(
             resolve(parse_registry(secret, "r.yaml"), manager, retriever="keyed")
         )
     url = TINY_REGISTRY + '  remote: {plugin: endpoint, params: {endpoint: "https://me:hunter2@127.0.0.1:9/v1"}}\n'
     EndpointRetriever.seen = []
-    outcome = Runner(manager, output_dir=tmp_path / "runs", leaderboard_dir=tmp_path / "lb", device="cpu").run(
+    outcome = Runner(manager, output_dir=tmp_path / "runs", device="cpu").run(
         resolve(parse_registry(url, "r.yaml"), manager, retriever="remote")
     )
+    record_row(tmp_path / "lb", outcome.row)  # as `harness run --leaderboard lb` does
     assert "https://me:hunter2@127.0.0.1:9/v1" in EndpointRetriever.seen  # the plugin gets the real URL
     assert outcome.row.retriever.params["endpoint"] == "https://***@127.0.0.1:9/v1"
     written = [p for p in [*outcome.run_dir.rglob("*"), *(tmp_path / "lb").rglob("*")] if p.is_file()]
@@ -471,12 +474,12 @@ def test_provenance_is_recorded_after_the_build_outside_the_configuration(
     assert read_rows(tmp_path / "lb")[0].retriever.provenance == first.row.retriever.provenance
     text = TINY_REGISTRY + "  reverse: {plugin: reverse, first_stage: pinned, candidates: 3}\n"
     spec = resolve(parse_registry(text, "r.yaml"), pinned, retriever="reverse", k=2)
-    composed = Runner(pinned, output_dir=tmp_path / "runs", leaderboard_dir=None, device="cpu").run(spec)
+    composed = Runner(pinned, output_dir=tmp_path / "runs", device="cpu").run(spec)
     assert composed.row.retriever.provenance == {}
     assert composed.row.uses[0].provenance == first.row.retriever.provenance
     # another commit of the same parameters is the same configuration, told apart by provenance
     Pinned.commit = "2" * 40
-    moved = Runner(pinned, output_dir=tmp_path / "other", leaderboard_dir=None, device="cpu").run(
+    moved = Runner(pinned, output_dir=tmp_path / "other", device="cpu").run(
         resolve(parse_registry(TINY_REGISTRY, "r.yaml"), pinned, retriever="pinned")
     )
     assert moved.row.config_hash == first.row.config_hash
@@ -501,7 +504,7 @@ def test_a_resumed_run_whose_model_moved_is_refused(pinned: PluginManager, tmp_p
     assert resumed.resumed_queries == 2 and resumed.row.retriever.provenance["model_revision"] == "1" * 40
     Pinned.commit = "2" * 40
     registry = parse_registry(TINY_REGISTRY, "r.yaml")
-    runner = Runner(pinned, output_dir=tmp_path / "runs", leaderboard_dir=None, device="cpu", fresh=True)
+    runner = Runner(pinned, output_dir=tmp_path / "runs", device="cpu", fresh=True)
     fresh = runner.run(resolve(registry, pinned, retriever="pinned"))
     assert fresh.run_dir == run_dir and fresh.resumed_queries == 0
     assert fresh.row.retriever.provenance["model_revision"] == "2" * 40
@@ -540,6 +543,6 @@ def test_rows_name_the_query_set_and_the_skb(manager: PluginManager, tmp_path: P
         "{plugin: tiny, splits: [test]}", '{plugin: tiny, params: {queries: [[1, "kettle", [0]]]}}'
     )
     spec = resolve(parse_registry(edited, "r.yaml"), manager)
-    other = Runner(manager, output_dir=tmp_path / "runs", leaderboard_dir=None, device="cpu").run(spec)
+    other = Runner(manager, output_dir=tmp_path / "runs", device="cpu").run(spec)
     assert other.row.dataset_fingerprint == whole.row.dataset_fingerprint
     assert other.row.queries_digest != whole.row.queries_digest

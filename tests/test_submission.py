@@ -21,9 +21,10 @@ import harness
 from harness.cli import cli
 from harness.errors import HarnessError
 from harness.io import stable_hash
-from harness.leaderboard.bundles import bundle, collect
+from harness.leaderboard.bundles import collect
 from harness.leaderboard.merge import merge
 from harness.leaderboard.rows import LeaderboardRow, read_rows, row_path
+from harness.leaderboard.submit import bundle
 from harness.leaderboard.validate import validate
 from harness.plugins import PluginManager, get_plugin_manager, reset_plugin_manager
 from harness.run import Runner, resolve
@@ -42,7 +43,7 @@ retrievers:
 def _run(plugins: PluginManager, out: Path, retriever: str = "overlap", min_overlap: int = 1) -> Path:
     registry = parse_registry(REGISTRY % min_overlap, "test-registry.yaml")
     spec = resolve(registry, plugins, retriever, metrics=["hit@1", "recall@3", "mrr"])
-    return Runner(plugins, output_dir=out, leaderboard_dir=None, device="cpu").run(spec).run_dir
+    return Runner(plugins, output_dir=out, device="cpu").run(spec).run_dir
 
 
 @pytest.fixture
@@ -527,7 +528,7 @@ def _schema_1(board: Path, row: LeaderboardRow) -> str:
 def schema_1_board(tiny_plugins: PluginManager, tmp_path: Path) -> tuple[Path, dict[str, LeaderboardRow]]:
     tiny_plugins.register(_FakePlugin(), "fake-retrievers")
     registry = parse_registry(MIGRATION_REGISTRY, "migration.yaml")
-    runner = Runner(tiny_plugins, output_dir=tmp_path / "runs", leaderboard_dir=None, device="cpu")
+    runner = Runner(tiny_plugins, output_dir=tmp_path / "runs", device="cpu")
     board = tmp_path / "board"
     for name in ("ids", "ids-flipped"):
         spec = resolve(registry, tiny_plugins, name, "tiny", "test", 3, ["hit@1", "mrr"])
@@ -630,7 +631,7 @@ def test_rows_of_another_query_set_never_mix_with_a_dataset_and_split(
         "{plugin: tiny, splits: [test]}", '{plugin: tiny, params: {queries: [[1, "kettle", [0]]]}}'
     )
     registry = parse_registry(edited % 1, "v2.yaml")
-    runner = Runner(tiny_plugins, output_dir=tmp_path / "v2", leaderboard_dir=None, device="cpu")
+    runner = Runner(tiny_plugins, output_dir=tmp_path / "v2", device="cpu")
     v2 = {name: runner.run(resolve(registry, tiny_plugins, name)) for name in ("overlap", "overlap-strict")}
     old_row = json.loads((runs["overlap"] / "row.json").read_text())
     assert v2["overlap"].row.dataset_fingerprint == old_row["dataset_fingerprint"]
@@ -667,7 +668,7 @@ def test_superseding_with_another_dataset_version_says_the_scores_are_not_compar
         "{plugin: tiny, splits: [test]}", '{plugin: tiny, params: {queries: [[1, "kettle", [0]]]}}'
     )
     registry = parse_registry(edited % 1, "v2.yaml")
-    runner = Runner(tiny_plugins, output_dir=tmp_path / "v2", leaderboard_dir=None, device="cpu")
+    runner = Runner(tiny_plugins, output_dir=tmp_path / "v2", device="cpu")
     v2 = [runner.run(resolve(registry, tiny_plugins, name)).run_dir for name in ("overlap", "overlap-strict")]
     actions = merge(v2, board, supersede=True)
     assert [a.kind for a in actions] == ["superseded", "superseded"]

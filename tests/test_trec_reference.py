@@ -115,7 +115,7 @@ def _run(manager: PluginManager, tmp_path: Path, metrics: list[str] | None = MET
         "r.yaml",
     )
     spec = resolve(registry, manager, metrics=metrics, **kwargs)
-    return Runner(manager, output_dir=tmp_path / "runs", leaderboard_dir=None, device="cpu").run(spec)
+    return Runner(manager, output_dir=tmp_path / "runs", device="cpu").run(spec)
 
 
 def test_ties_zeros_and_dropped_ids_agree_everywhere(manager: PluginManager, tmp_path: Path) -> None:

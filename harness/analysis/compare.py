@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, require
 
 __all__ = ["compare_runs", "load_per_query", "paired_test", "query_groups"]
 
@@ -53,8 +53,6 @@ def _hint(path: Path) -> str:
 
 def paired_test(a: np.ndarray, b: np.ndarray, resamples: int = 10_000, seed: int = 0) -> dict[str, float]:
     """Statistics of ``b − a`` over paired per-query values."""
-    from harness.leaderboard import require
-
     stats = require("scipy.stats", "the paired tests")
     difference = b - a
     mean = lambda x, axis=-1: np.mean(x, axis=axis)  # noqa: E731 - scipy wants a callable with axis

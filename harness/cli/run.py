@@ -11,16 +11,18 @@ from harness.cli.common import (
     console,
     data_dir_option,
     echo_json,
-    executor_options,
     format_option,
     param_option,
     progress,
     registry_option,
     seed_and_device_options,
+    split_list,
     stdout,
+    table,
     training_options,
 )
 from harness.errors import HarnessError
+from harness.plugins.executors import executor_from_options, executor_options
 from harness.plugins.hookspecs import hookimpl
 
 
@@ -92,10 +94,11 @@ def run(
     """Run a retriever on a dataset split; print metrics and write the run directory (row,
     configuration, per-query results, TREC run and qrels). Nothing tracked changes: rows reach
     the leaderboard through `harness submit` and `harness leaderboard merge`."""
-    from harness.cli.common import executor_from_options, split_list
+    # what running needs (pydantic, numpy, the plugin manager) loads here, not for `harness --help`
+    from harness.leaderboard.rows import check_scratch, record_row
+    from harness.machine import resolve_device
     from harness.plugins import get_plugin_manager
     from harness.run import Runner, load_registry, resolve
-    from harness.run.resolve import resolve_device
 
     # what the runner would refuse, refused before anything resolves (and by --dry-run alike)
     if batch_size is not None and batch_size <= 0:
@@ -162,11 +165,11 @@ def run(
         console.print(f"[red]cannot run[/red] {', '.join(runs)}: {reason}", highlight=False)
     failed = False
     outcomes = []
+    scratch = None if no_leaderboard or leaderboard_dir is None else check_scratch(leaderboard_dir)
     with progress() as task_factory, where:
         runner = Runner(
             plugins,
             output_dir=output,
-            leaderboard_dir=None if no_leaderboard else leaderboard_dir,
             device=device,
             batch_size=batch_size,
             progress=task_factory,
@@ -181,6 +184,8 @@ def run(
             console.print(f"[bold]running[/bold] {spec.describe()}", markup=True, highlight=False)
             try:
                 outcome = runner.run(spec)
+                if scratch is not None:
+                    outcome.row_path = record_row(scratch, outcome.row)
             except HarnessError as exc:
                 if len(targets) == 1:
                     raise
@@ -248,7 +253,6 @@ def _outcome_json(outcome: Any) -> dict[str, Any]:
 
 
 def _print_outcome(outcome: Any) -> None:
-    from harness.cli.common import table
 
     row = outcome.row
     metrics = list(row.metrics)

@@ -17,7 +17,7 @@ def submit(run_dirs: tuple[str, ...], out: str, data_dir: str | None, no_validat
     """Bundle runs (their rows, per-query results, TREC runs) and this environment into one
     archive for `harness leaderboard validate` and `merge`. RUN_DIRS are run directories
     written by `harness run`, or a directory holding them."""
-    from harness.leaderboard.bundles import bundle
+    from harness.leaderboard.submit import bundle
 
     manifest = bundle(list(run_dirs), out, check=not no_validate, data_dir=data_dir)
     stdout.print(

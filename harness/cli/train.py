@@ -8,6 +8,7 @@ import click
 
 from harness.cli import common
 from harness.errors import HarnessError
+from harness.plugins.executors import executor_from_options, executor_options
 from harness.plugins.hookspecs import hookimpl
 
 
@@ -17,7 +18,7 @@ from harness.plugins.hookspecs import hookimpl
 @click.option("--dataset", "-d", help="registry entry or plugin dataset name")
 @common.training_options
 @common.seed_and_device_options
-@common.executor_options
+@executor_options
 @common.data_dir_option
 @common.format_option()
 @common.registry_option
@@ -64,7 +65,7 @@ def train(
     )
     if spec.main.instance.regime != "trained":
         raise HarnessError(f"retriever {retriever!r} is {spec.main.instance.regime}: it has nothing to train")
-    where = common.executor_from_options(executor, address, num_gpus_per_worker, workers)
+    where = executor_from_options(executor, address, num_gpus_per_worker, workers)
     with common.progress() as task_factory, where:
         runner = Runner(
             plugins,

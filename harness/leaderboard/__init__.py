@@ -9,24 +9,12 @@ and publishing.
     publish.py   Markdown tables and the static site (views.py, site.py, web/)
 
 Import from the modules (``from harness.leaderboard.validate import validate``). What only
-publishing and analysis need is the ``leaderboard`` extra: ``pip install 'stark-harness[leaderboard]'``.
+publishing and analysis need is the ``leaderboard`` extra (``harness.errors.require`` names it):
+``pip install 'stark-harness[leaderboard]'``.
 """
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
-
-from harness.errors import HarnessError
+from harness.errors import require
 
 __all__ = ["require"]
-
-
-def require(module: str, purpose: str) -> ModuleType:
-    """``module`` imported, or a :class:`HarnessError` saying which extra installs it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise HarnessError(
-            f"{purpose} needs {module.split('.')[0]}, which is not installed: pip install 'stark-harness[leaderboard]'"
-        ) from exc

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from harness.errors import HarnessError
-from harness.io import write_json
+from harness.io import exclusive, leaderboard_lock, write_json
 from harness.run.record import SCHEMA_VERSION, ComponentInfo, Hardware, Latency, LeaderboardRow, Versions
 
 __all__ = ["SCHEMA_VERSION", "ComponentInfo", "Hardware", "Latency", "LeaderboardRow", "Versions"]
@@ -27,6 +27,26 @@ __all__ = ["SCHEMA_VERSION", "ComponentInfo", "Hardware", "Latency", "Leaderboar
 def row_path(directory: Path, row: LeaderboardRow) -> Path:
     safe = row.retriever.name.replace("/", "_")
     return directory / "rows" / row.dataset.name / row.split / f"{safe}-{row.config_hash}.json"
+
+
+def check_scratch(directory: str | Path) -> Path:
+    """``directory`` if rows may be written into it directly: a curated leaderboard (one with a
+    ``CHANGELOG.md``) changes only through submissions and merges."""
+    directory = Path(directory)
+    if (directory / "CHANGELOG.md").exists():
+        raise HarnessError(
+            f"{directory} is a curated leaderboard (it has a CHANGELOG.md): it changes only through "
+            f"`harness submit RUN_DIR -o run.tar.gz` and `harness leaderboard merge run.tar.gz --into {directory}`"
+        )
+    return directory
+
+
+def record_row(directory: str | Path, row: LeaderboardRow) -> Path:
+    """Write a run's ``row`` into the scratch leaderboard ``directory`` under the lock that
+    ``harness leaderboard merge`` takes (a merge never swaps in a copy without this row)."""
+    directory = check_scratch(directory)
+    with exclusive(leaderboard_lock(directory), "waiting for a merge into the leaderboard"):
+        return write_row(directory, row)
 
 
 def run_dir_of(directory: Path, run_dir: str | None) -> Path | None:

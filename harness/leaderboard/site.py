@@ -31,7 +31,7 @@ def _asset(name: str) -> str:
 
 
 def _page(title: str, nav: str, body: str, data: list[dict[str, Any]]) -> str:
-    from harness import __version__
+    from harness.version import __version__
 
     # "</" cannot end the script element early once escaped; JSON parses "<\/" as "</".
     payload = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, require
 from harness.io import stable_hash
 from harness.leaderboard.bundles import RunEntry, run_files
 from harness.leaderboard.rows import LeaderboardRow, json_schema, schema_problem
@@ -85,8 +85,6 @@ def validate(
     """Check every entry; then refuse duplicates among them (same configuration twice, or
     two configurations under one name for the same dataset and split) and rows of one dataset
     and split that evaluated different data."""
-    from harness.leaderboard import require
-
     Draft202012Validator = require("jsonschema", "validating rows").Draft202012Validator
 
     checker = Draft202012Validator(schema or json_schema())

@@ -190,7 +190,8 @@ class PluginManager:
         """The registry files plugins ship, parsed: ``(plugin name, Registry)`` pairs. A plugin
         whose file is missing or invalid is recorded as failed; the others' presets stay."""
         if self._presets is None:
-            from harness.run.registry import parse_registry
+            # yaml and pydantic load when presets are first read, not for `harness --help`
+            from harness.plugins.presets import parse_registry
 
             found: list[tuple[str, Any]] = []
             for impl in self.pm.hook.register_presets.get_hookimpls():

@@ -4,9 +4,10 @@ Import from here (``from harness.run import Runner, resolve, load_registry``), n
 modules, which may move.
 """
 
+from harness.machine import resolve_device
 from harness.run.record import SCHEMA_VERSION, ComponentInfo, LeaderboardRow
 from harness.run.registry import Registry, load_registry, parse_registry
-from harness.run.resolve import RunSpec, dataset_from_row, load_dataset, resolve, resolve_device
+from harness.run.resolve import RunSpec, dataset_from_row, load_dataset, resolve
 from harness.run.runner import CheckResult, Runner, RunOutcome
 
 __all__ = [

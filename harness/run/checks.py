@@ -240,3 +240,16 @@ class CheckedRetriever(Retriever):
         if inner is None or name.startswith("__"):
             raise AttributeError(name)
         return getattr(inner, name)
+
+
+def check_answers(skb: SKB, queries: Sequence[Query], where: str) -> int:
+    """Refuse answer ids that are not nodes; return how many queries have no candidate answer."""
+    bad = [(q.id, a) for q in queries for a in q.answer_ids if not 0 <= a < skb.num_nodes]
+    if bad:
+        shown = ", ".join(f"query {qid}: {aid}" for qid, aid in bad[:5])
+        raise HarnessError(f"{where}: {len(bad)} answer ids are not nodes of SKB {skb.name!r} ({shown})")
+    answers = np.fromiter((a for q in queries for a in q.answer_ids), dtype=np.int64)
+    owner = np.repeat(np.arange(len(queries)), [len(q.answer_ids) for q in queries])
+    with_candidate = np.zeros(len(queries), dtype=bool)
+    with_candidate[owner[skb.is_candidate(answers)]] = True
+    return int((~with_candidate).sum())

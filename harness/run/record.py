@@ -11,18 +11,19 @@ Added within schema 2, optional so that earlier rows stay valid: a component's `
 
 from __future__ import annotations
 
-import os
 import platform
 from collections.abc import Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-import harness
+from harness.io import stable_hash
+from harness.machine import Hardware, hardware
+from harness.metrics import METRICS_VERSION
 from harness.training import TrainingInfo
+from harness.version import __version__
 
 if TYPE_CHECKING:
     from harness.queries import Query
@@ -62,19 +63,6 @@ class Latency(BaseModel):
     p50_ms: float
     p95_ms: float
     batch_size: int = Field(description="queries per search call; latency is amortised per query")
-
-
-class Hardware(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    device: str
-    cpu: str
-    gpu: str | None = None
-    executor: dict[str, Any] | None = Field(
-        None,
-        description="where the work ran when not in the harness's own process (--executor ray: the executor's "
-        "settings and the cluster); device is then the workers' and cpu the driver's. Not part of the "
-        "configuration hash: the results are the same",
-    )
 
 
 class Versions(BaseModel):
@@ -125,29 +113,10 @@ class LeaderboardRow(BaseModel):
 
 def queries_digest(queries: Sequence[Query]) -> str:
     """A stable digest of queries: their ids, texts and answer ids, in order."""
-    return harness.stable_hash([[q.id, q.text, list(q.answer_ids)] for q in queries])
-
-
-def hardware(device: str) -> Hardware:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    gpu = None
-    if device == "cuda":
-        import torch
-
-        gpu = torch.cuda.get_device_name(0)
-    return Hardware(device=device, cpu=f"{cpu} ({os.cpu_count()} cores)", gpu=gpu)
+    return stable_hash([[q.id, q.text, list(q.answer_ids)] for q in queries])
 
 
 def versions() -> Versions:
-    from harness.metrics import METRICS_VERSION
-
     try:
         import importlib.metadata
 
@@ -156,8 +125,21 @@ def versions() -> Versions:
         torch_version = None
     return Versions(
         python=platform.python_version(),
-        harness=harness.__version__,
+        harness=__version__,
         metrics=METRICS_VERSION,
         torch=torch_version,
         numpy=np.__version__,
     )
+
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ComponentInfo",
+    "Hardware",
+    "Latency",
+    "LeaderboardRow",
+    "Versions",
+    "hardware",
+    "queries_digest",
+    "versions",
+]

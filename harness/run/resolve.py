@@ -8,7 +8,6 @@ records exactly their parameters.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -276,30 +275,3 @@ def dataset_from_row(info: ComponentInfo, data_dir: str | None = None) -> Datase
 
     params = {**info.params, **({"data_dir": data_dir} if data_dir else {})}
     return construct(get_plugin_manager(), "dataset", info.name, info.plugin, params).instance
-
-
-#: Device files a GPU driver torch can use creates (NVIDIA; AMD's ROCm; WSL's GPU bridge).
-_GPU_DRIVER_FILES = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
-
-
-def _gpu_driver_present() -> bool:
-    return any(os.path.exists(path) for path in _GPU_DRIVER_FILES)
-
-
-def resolve_device(device: str) -> str:
-    """``auto`` → ``cuda`` when torch sees a GPU, else ``cpu``."""
-    if device not in ("auto", "cpu", "cuda"):
-        raise HarnessError(f"--device must be auto, cpu or cuda, not {device!r}")
-    if device == "cpu":
-        return device
-    if device == "auto" and not _gpu_driver_present():
-        return "cpu"  # importing torch to learn this costs seconds on every run
-    try:
-        import torch
-
-        available = torch.cuda.is_available()
-    except ImportError:
-        available = False
-    if device == "cuda" and not available:
-        raise HarnessError("--device cuda: no CUDA device is available (torch missing or no GPU)")
-    return "cuda" if available else "cpu"

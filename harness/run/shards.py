@@ -19,9 +19,11 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.io import atomic_write, exclusive
+from harness.plugins import PluginManager, get_plugin_manager, using
 from harness.queries import Query
+from harness.run.build import Builder, search_batch
 from harness.run.checks import subtract_usage
-from harness.run.resolve import RunSpec
+from harness.run.resolve import RunSpec, construct
 
 #: batches per shard at most: a shard is what a killed worker loses and what progress shows
 _MAX_BATCHES = 4
@@ -86,8 +88,6 @@ class ShardSearch:
         executor: Any,
         fingerprint: str,
     ) -> ShardSearch:
-        from harness.run.runner import Runner
-
         data = spec.dataset_component.info
         return cls(
             retriever=spec.retriever,
@@ -102,14 +102,10 @@ class ShardSearch:
             batch_size=batch_size,
             executor=executor,
             fingerprint=fingerprint,
-            provenance=Runner._provenance(spec),
+            provenance=Builder.provenance(spec),
         )
 
     def __call__(self) -> ShardSearcher:
-        from harness.plugins import get_plugin_manager, using
-        from harness.run.resolve import construct
-        from harness.run.runner import Runner
-
         found = _read_token(Path(self.cache_dir))
         if found != self.cache_token:
             raise HarnessError(
@@ -135,10 +131,13 @@ class ShardSearch:
             k=self.k,
             metrics=[],
         )
-        runner = Runner(
-            plugins, device=self.device, cache_dir=self.cache_dir, allow_training=False, executor=self.executor
+        builder = Builder(
+            Path(self.cache_dir),
+            device=self.device,
+            executor=self.executor,
+            allow_training=False,
+            plans=dict(self.plans),
         )
-        runner._plans, runner._trained, runner._dropped = dict(self.plans), {}, {}
         host = os.uname().nodename
         with using(plugins):
             skb = dataset.instance.load_skb()
@@ -147,14 +146,14 @@ class ShardSearch:
                     f"the worker on host {host} loaded another SKB than the driver (fingerprint {skb.fingerprint[:12]} "
                     f"≠ {self.fingerprint[:12]}): give every node of the cluster the same dataset files"
                 )
-            runner._build_all(spec, skb, dataset.instance)
-        built = Runner._provenance(spec)
+            builder.build_all(spec, skb, dataset.instance)
+        built = Builder.provenance(spec)
         if self.provenance is not None and built != self.provenance:
             raise HarnessError(
                 f"the worker on host {host} built {spec.retriever!r} from other inputs than the driver "
                 f"({built} ≠ {self.provenance}): install the same plugins and models on every node"
             )
-        return ShardSearcher(spec, runner, self.batch_size, plugins)
+        return ShardSearcher(spec, builder, self.batch_size, plugins)
 
 
 def _read_token(cache_dir: Path) -> str | None:
@@ -167,20 +166,17 @@ def _read_token(cache_dir: Path) -> str | None:
 class ShardSearcher:
     """A built retriever on a worker; ``searcher(queries)`` searches one shard."""
 
-    def __init__(self, spec: RunSpec, runner: Any, batch_size: int, plugins: Any) -> None:
-        self.spec, self.runner, self.batch_size, self.plugins = spec, runner, batch_size, plugins
+    def __init__(self, spec: RunSpec, builder: Builder, batch_size: int, plugins: PluginManager) -> None:
+        self.spec, self.builder, self.batch_size, self.plugins = spec, builder, batch_size, plugins
 
     def __call__(self, queries: list[Query]) -> dict[str, Any]:
         """``batches``: (queries, rankings as returned, seconds) per batch; ``usage``: what the
         shard spent (tokens, cost; keys as the runner's); ``dropped``: ids the rankings of the
         retrievers a composite uses lost to the checks, by retriever (the driver checks the main one)."""
-        from harness.plugins import using
-        from harness.run.runner import Runner, search_batch
-
         spec = self.spec
         retriever: Any = spec.main.instance
-        before = Runner._usage(spec)
-        dropped_before = {name: dict(counts) for name, counts in self.runner._dropped.items()}
+        before = Builder.usage(spec)
+        dropped_before = {name: dict(counts) for name, counts in self.builder.dropped.items()}
         batches = []
         with using(self.plugins):
             for start in range(0, len(queries), self.batch_size):
@@ -190,6 +186,6 @@ class ShardSearcher:
                 batches.append((len(batch), rankings, time.perf_counter() - began))
         dropped = {
             name: {what: count - dropped_before.get(name, {}).get(what, 0) for what, count in counts.items()}
-            for name, counts in self.runner._dropped.items()
+            for name, counts in self.builder.dropped.items()
         }
-        return {"batches": batches, "usage": subtract_usage(Runner._usage(spec), before), "dropped": dropped}
+        return {"batches": batches, "usage": subtract_usage(Builder.usage(spec), before), "dropped": dropped}

@@ -53,7 +53,7 @@ def test_debian_default_run_matches_registry_condition(plugins: PluginManager, t
     registry = load_registry(plugins=plugins)
     spec = resolve(registry, plugins)
     assert (spec.dataset, spec.retriever, spec.split) == ("debian", "bm25", "test")
-    outcome = Runner(plugins, output_dir=tmp_path / "runs", leaderboard_dir=tmp_path / "lb", device="cpu").run(spec)
+    outcome = Runner(plugins, output_dir=tmp_path / "runs", device="cpu").run(spec)
     assert outcome.row.num_queries >= 100
     assert outcome.checks, "the presets carry an expected-score condition for the default run"
     for check in outcome.checks:

@@ -130,7 +130,6 @@ def test_hybrid_from_the_registry_runs_and_records_its_members(tiny_plugins: Plu
     runner = Runner(
         tiny_plugins,
         output_dir=tmp_path / "runs",
-        leaderboard_dir=None,
         device="cpu",
         cache_dir=tmp_path / "cache",
     )

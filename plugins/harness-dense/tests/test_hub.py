@@ -155,7 +155,7 @@ def test_a_run_records_the_commit_and_refuses_to_resume_on_another(
         "r.yaml",
     )
     spec = resolve(registry, tiny_plugins, retriever="hub-minilm", dataset="tiny", split="test", k=3)
-    runner = Runner(tiny_plugins, output_dir=tmp_path / "runs", leaderboard_dir=None, cache_dir=tmp_path / "cache")
+    runner = Runner(tiny_plugins, output_dir=tmp_path / "runs", cache_dir=tmp_path / "cache")
     outcome = runner.run(spec)
     row = outcome.row
     assert row.retriever.params["model"] == REPO_ID
@@ -170,7 +170,7 @@ def test_a_run_records_the_commit_and_refuses_to_resume_on_another(
         with pytest.raises(HarnessError, match=f"the model changed since this run began .*{MAIN} → {V2}.*--fresh"):
             runner.run(spec)
         fresh = Runner(
-            tiny_plugins, output_dir=tmp_path / "runs", leaderboard_dir=None, cache_dir=tmp_path / "cache", fresh=True
+            tiny_plugins, output_dir=tmp_path / "runs", cache_dir=tmp_path / "cache", fresh=True
         ).run(spec)
     assert fresh.run_dir == outcome.run_dir and fresh.row.config_hash == row.config_hash
     assert fresh.row.retriever.provenance == {"model_repo": REPO_ID, "model_revision": V2}

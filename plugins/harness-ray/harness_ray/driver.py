@@ -24,7 +24,14 @@ import uuid
 from collections import deque
 from typing import Any
 
-from harness_ray.executor import no_cluster
+
+def no_cluster(address: str, detail: str) -> str:
+    return (
+        f"--executor ray: no Ray cluster reachable at --address {address} ({detail}). Start one on this machine "
+        "with `ray start --head` (then --address auto finds it), or pass the cluster's address: --address HOST:6379 "
+        "from a node of the cluster, --address ray://HOST:10001 from outside it"
+    )
+
 
 #: items the driver holds beyond those its workers run (so a free worker never waits on the pipe)
 _AHEAD = 2

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from pydantic import Field
 
 import harness
+from harness_ray.driver import no_cluster, serve
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -37,14 +38,6 @@ FORWARDED = (
 )
 #: seconds between checks that the driver process still runs while waiting for a result
 _POLL = 0.5
-
-
-def no_cluster(address: str, detail: str) -> str:
-    return (
-        f"--executor ray: no Ray cluster reachable at --address {address} ({detail}). Start one on this machine "
-        "with `ray start --head` (then --address auto finds it), or pass the cluster's address: --address HOST:6379 "
-        "from a node of the cluster, --address ray://HOST:10001 from outside it"
-    )
 
 
 class RayExecutor(harness.Executor):
@@ -91,8 +84,6 @@ class RayExecutor(harness.Executor):
     def _start(self) -> None:
         if self._process is not None and self._process.is_alive():
             return
-        from harness_ray.driver import serve
-
         context = multiprocessing.get_context("spawn")  # no fork of a process holding threads and models
         ours, theirs = context.Pipe()
         env = {name: os.environ[name] for name in FORWARDED if name in os.environ}

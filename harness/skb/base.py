@@ -12,9 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import lzma
-import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,79 +20,11 @@ import numpy as np
 
 from harness.errors import HarnessError
 from harness.io import atomic_dir
+from harness.skb.arrays import CSR, EdgeType, compact_text
+from harness.skb.compiled import load_compiled
 
 FORMAT = "harness-skb/2"  # 2: records `undirected`; the fingerprint is the SKB's own
 Direction = Literal["out", "in", "both"]
-
-
-@dataclass(frozen=True)
-class EdgeType:
-    """A relation. ``label`` reads source→target ("depends on"); ``inverse_label`` reads
-    target→source ("required by"). A symmetric relation has ``inverse_label=None``."""
-
-    name: str
-    label: str | None = None
-    inverse_label: str | None = None
-
-    @property
-    def symmetric(self) -> bool:
-        return self.inverse_label is None
-
-    def text(self, direction: Literal["out", "in"]) -> str:
-        if direction == "in" and self.inverse_label is not None:
-            return self.inverse_label
-        return self.label or self.name.replace("_", " ")
-
-
-def row_offsets(sources: np.ndarray, num_nodes: int) -> np.ndarray:
-    """CSR row offsets: where each node's edges start in edges sorted by source."""
-    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
-    np.cumsum(np.bincount(sources, minlength=num_nodes), out=indptr[1:])
-    return indptr
-
-
-def sort_edges(src: np.ndarray, dst: np.ndarray, edge_type: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The edges ordered by (source, relation, target): the layout an :class:`SKB` given
-    ``indptr`` reads in place. A total order, so the result does not depend on the input's."""
-    src, dst, edge_type = (np.asarray(a, dtype=np.int64) for a in (src, dst, edge_type))
-    if not len(src):
-        return src, dst, edge_type
-    n = int(max(src.max(), dst.max())) + 1
-    t = int(edge_type.max()) + 1
-    if src.min() >= 0 and edge_type.min() >= 0 and n * n * t < 2**62:
-        # One sort of packed int64 keys, several times faster than an argsort or a lexsort.
-        keys = np.sort((src * t + edge_type) * n + dst)
-        head, dst = np.divmod(keys, n)
-        src, edge_type = np.divmod(head, t)
-        return src, dst, edge_type
-    order = np.lexsort((dst, edge_type, src))
-    return src[order], dst[order], edge_type[order]
-
-
-def compact_text(text: str) -> str:
-    """Fold a "- key: value" document onto one line, as STaRK's ``compact_text`` does."""
-    text = text.replace("\n", ". ").replace("\r", "")
-    text = text.replace("- ", "")
-    text = text.replace(": .", ":").replace(":.", ":")
-    text = re.sub(r"\s{2,}", " ", text)
-    return text.replace(".. ", ". ")
-
-
-class _CSR:
-    """Neighbours of every node, grouped by node then relation, in three flat arrays."""
-
-    def __init__(self, neighbors: np.ndarray, types: np.ndarray, indptr: np.ndarray) -> None:
-        self.neighbors, self.types, self.indptr = neighbors, types, indptr
-
-    @classmethod
-    def build(cls, keys: np.ndarray, values: np.ndarray, types: np.ndarray, num_nodes: int) -> _CSR:
-        # One int64 sort key (node, relation) is several times faster than a lexsort.
-        order = np.argsort(keys * (int(types.max(initial=0)) + 1) + types, kind="stable")
-        return cls(values[order], types[order], row_offsets(keys, num_nodes))
-
-    def row(self, node: int) -> tuple[np.ndarray, np.ndarray]:
-        lo, hi = self.indptr[node], self.indptr[node + 1]
-        return self.neighbors[lo:hi], self.types[lo:hi]
 
 
 class SKB:
@@ -165,11 +95,11 @@ class SKB:
         wanted = [self.node_type_names.index(t) for t in self.candidate_types]
         self.candidate_ids = np.flatnonzero(np.isin(self.node_types, wanted)).astype(np.int64)
         self._fingerprint = fingerprint
-        self._out: _CSR | None = None
-        self._in: _CSR | None = None
+        self._out: CSR | None = None
+        self._in: CSR | None = None
         self.indptr = None if indptr is None else self._checked_indptr(np.asarray(indptr))
         if self.indptr is not None:
-            self._out = _CSR(self.dst, self.edge_type, self.indptr)
+            self._out = CSR(self.dst, self.edge_type, self.indptr)
 
     def _checked_indptr(self, indptr: np.ndarray) -> np.ndarray:
         n, problem = self.num_nodes, None
@@ -235,13 +165,13 @@ class SKB:
         }
 
     # -- graph ---------------------------------------------------------------------
-    def _csr(self, direction: Literal["out", "in"]) -> _CSR:
+    def _csr(self, direction: Literal["out", "in"]) -> CSR:
         if direction == "out" or self.undirected:
             if self._out is None:
-                self._out = _CSR.build(self.src, self.dst, self.edge_type, self.num_nodes)
+                self._out = CSR.build(self.src, self.dst, self.edge_type, self.num_nodes)
             return self._out
         if self._in is None:
-            self._in = _CSR.build(self.dst, self.src, self.edge_type, self.num_nodes)
+            self._in = CSR.build(self.dst, self.src, self.edge_type, self.num_nodes)
         return self._in
 
     def neighbors(self, node: int, relation: str | None = None, direction: Direction = "both") -> np.ndarray:
@@ -370,8 +300,6 @@ class SKB:
 
         The first load also compiles it into the cache (keyed by the files' digests): graph
         arrays that later loads memory-map, node rows read when a document needs them."""
-        from harness.skb_cache import load_compiled
-
         return load_compiled(cls, Path(directory))
 
     @classmethod
