@@ -16,6 +16,11 @@ This module is the whole plugin API: plugins, docs and examples import only from
     @harness.hookimpl
     def register_retrievers(register):
         register(MyRetriever)
+        # or by path, imported only when a run uses it:
+        # register("my_plugin.retriever:MyRetriever", name="mine")
+
+    outcome = harness.evaluate(MyRetriever(depth=5), "debian", "val")   # `harness run` as a function
+    print(outcome.row.metrics)
 
 Names are loaded on first use, so ``import harness`` stays cheap for the command line.
 """
@@ -33,6 +38,7 @@ _EXPORTS: dict[str, str] = {
     "hookimpl": "harness.plugins.hookspecs",
     "hookspec": "harness.plugins.hookspecs",
     "lookup": "harness.plugins",
+    "lazy_command": "harness.plugins.commands",
     # errors and parameters
     "HarnessError": "harness.errors",
     "Options": "harness.options",
@@ -74,8 +80,14 @@ _EXPORTS: dict[str, str] = {
     "executor_from_options": "harness.plugins.executors",
     "TrainContext": "harness.training",
     "TrainingInfo": "harness.training",
+    "EpochLoop": "harness.training.loop",
+    "Epoch": "harness.training.loop",
     # evaluation
     "Metric": "harness.metrics",
+    # the library API: `harness run` and `harness train` as functions
+    "evaluate": "harness.api",
+    "train": "harness.api",
+    "RunOutcome": "harness.run.outcome",
     # statistics of a query set (what `harness stats` reports)
     "query_set_statistics": "harness.analysis.stats",
     # files (atomic writes, locks, hashing) and caches keyed by content (harness.caches)
@@ -126,6 +138,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at runtime the names load on first use
     from harness.analysis.stats import query_set_statistics
+    from harness.api import evaluate, train
     from harness.caches import (
         directory_digest,
         discard_entry,
@@ -145,6 +158,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at runtime the names load on fi
     from harness.metrics import Metric
     from harness.options import DocumentOptions, Options, parse_options
     from harness.plugins import lookup
+    from harness.plugins.commands import lazy_command
     from harness.plugins.executors import executor_from_options, executor_options, make_executor
     from harness.plugins.hookspecs import hookimpl, hookspec
     from harness.queries import Query, QuerySet, load_stark_layout, read_stark_csv, write_stark_csv
@@ -152,6 +166,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at runtime the names load on fi
     from harness.retry import Retryable, RetryPolicy
     from harness.retry import classify as classify_failure
     from harness.retry import describe as describe_failure
+    from harness.run.outcome import RunOutcome
     from harness.run.resolve import load_dataset
     from harness.skb import SKB, EdgeType, compact_text, row_offsets, sort_edges
     from harness.training import TrainContext, TrainingInfo
+    from harness.training.loop import Epoch, EpochLoop

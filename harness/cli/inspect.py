@@ -25,7 +25,7 @@ def list_(show_params: bool, fmt: str, registry_path: str | None) -> None:
     from harness.run import load_registry
 
     plugins = get_plugin_manager()
-    registry = load_registry(registry_path, plugins)
+    registry = load_registry(registry_path, plugins, check_all=True)
     found = runnable(registry, plugins)
     components = plugins.components
     data: dict[str, Any] = {

@@ -95,10 +95,11 @@ def run(
     configuration, per-query results, TREC run and qrels). Nothing tracked changes: rows reach
     the leaderboard through `harness submit` and `harness leaderboard merge`."""
     # what running needs (pydantic, numpy, the plugin manager) loads here, not for `harness --help`
+    from harness import api
     from harness.leaderboard.rows import check_scratch, record_row
     from harness.machine import resolve_device
     from harness.plugins import get_plugin_manager
-    from harness.run import Runner, load_registry, resolve
+    from harness.run import load_registry
 
     # what the runner would refuse, refused before anything resolves (and by --dry-run alike)
     if batch_size is not None and batch_size <= 0:
@@ -125,7 +126,6 @@ def run(
             raise HarnessError(f"{registry.source}: no datasets to run with --all")
     else:
         targets.append((dataset, split))
-    params = {"data_dir": data_dir} if data_dir else None
     specs = []
     # reason → the runs it stops: a reason shared by several runs (a typo, a dataset's missing
     # files for each of its splits) is said once, with the runs it concerns
@@ -133,19 +133,19 @@ def run(
     for d, s in targets:
         try:
             specs.append(
-                resolve(
-                    registry,
-                    plugins,
+                api.plan(
                     retriever,
                     d,
                     s,
-                    k,
-                    metric_list,
-                    sample,
-                    seed,
-                    params,
-                    train_split,
-                    retriever_params,
+                    k=k,
+                    metrics=metric_list,
+                    params=retriever_params,
+                    sample=sample,
+                    seed=seed,
+                    data_dir=data_dir,
+                    train_split=train_split,
+                    registry=registry,
+                    plugins=plugins,
                 )
             )
         except HarnessError as exc:
@@ -167,8 +167,8 @@ def run(
     outcomes = []
     scratch = None if no_leaderboard or leaderboard_dir is None else check_scratch(leaderboard_dir)
     with progress() as task_factory, where:
-        runner = Runner(
-            plugins,
+        runner = api.runner(
+            plugins=plugins,
             output_dir=output,
             device=device,
             batch_size=batch_size,

@@ -46,29 +46,23 @@ def train(
 
     Training itself runs in this process; --executor ray and --devices reach what it builds
     first (the documents of the retrievers it uses, encoded on the cluster or the devices)."""
-    from harness.plugins import get_plugin_manager
-    from harness.run import Runner, load_registry, resolve
+    from harness import api  # what training needs loads here, not for `harness --help`
 
-    plugins = get_plugin_manager()
-    registry = load_registry(registry_path, plugins)
-    params = {"data_dir": data_dir} if data_dir else None
     # nothing is evaluated: the spec's split (the registry default) only passes resolve's checks
-    spec = resolve(
-        registry,
-        plugins,
+    spec = api.plan(
         retriever,
         dataset,
         seed=seed,
-        dataset_params=params,
+        data_dir=data_dir,
         train_split=train_split,
-        retriever_params=retriever_params,
+        params=retriever_params,
+        registry=registry_path,
     )
     if spec.main.instance.regime != "trained":
         raise HarnessError(f"retriever {retriever!r} is {spec.main.instance.regime}: it has nothing to train")
     where = executor_from_options(executor, address, num_gpus_per_worker, workers)
     with common.progress() as task_factory, where:
-        runner = Runner(
-            plugins,
+        runner = api.runner(
             device=device,
             progress=task_factory,
             train_split=train_split,

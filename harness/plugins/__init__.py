@@ -16,11 +16,9 @@ import importlib.metadata
 import importlib.util
 import os
 import sys
-import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -30,11 +28,36 @@ import pluggy
 from harness.errors import HarnessError
 from harness.io import stable_hash
 from harness.plugins import hookspecs
+from harness.plugins.components import (
+    ENV_VAR,
+    ComponentMap,
+    Components,
+    LazyComponent,
+    PluginFailure,
+    clash_message,
+    component_name,
+    describe_exception,
+    load_class,
+    registration_problem,
+)
 
 ENTRY_POINT_GROUP = "harness"
-ENV_VAR = "HARNESS_PLUGINS"
 #: ``os.pathsep``-separated directories of single-file plugins (what ``--plugins-dir`` sets)
 DIRS_ENV_VAR = "HARNESS_PLUGINS_DIR"
+__all__ = [
+    "ENV_VAR",
+    "ComponentMap",
+    "Components",
+    "LazyComponent",
+    "PluginFailure",
+    "PluginManager",
+    "clash_message",
+    "get_plugin_manager",
+    "lookup",
+    "reset_plugin_manager",
+    "using",
+]
+
 #: Built-in plugins, registered exactly like installed ones: the metrics and every CLI command.
 DEFAULT_PLUGINS = (
     "harness.plugins.builtin_metrics",
@@ -55,38 +78,6 @@ COMPONENT_HOOKS: dict[str, tuple[type[Any] | str, str]] = {
     "register_metrics": ("harness.metrics:Metric", "metric"),
     "register_executors": ("harness.executors:Executor", "executor"),
 }
-
-
-@dataclass
-class PluginFailure:
-    plugin: str
-    error: str
-    hook: str | None = None
-
-
-@dataclass
-class Components:
-    """Everything plugins registered, by kind and name, with who registered it."""
-
-    by_kind: dict[str, dict[str, type[Any]]] = field(default_factory=dict)
-    owner: dict[tuple[str, str], str] = field(default_factory=dict)
-    failures: list[PluginFailure] = field(default_factory=list)
-    #: (kind, name) → every plugin that registered it, where more than one did
-    clashes: dict[tuple[str, str], list[str]] = field(default_factory=dict)
-
-    def get(self, kind: str, name: str) -> type[Any]:
-        if (kind, name) in self.clashes:
-            raise HarnessError(clash_message(kind, name, self.clashes[(kind, name)]))
-        found = self.by_kind.get(kind, {})
-        if name not in found:
-            known = ", ".join(sorted(found)) or "none installed"
-            raise HarnessError(f"unknown {kind} {name!r}; known: {known}{self.failure_hint()}")
-        return found[name]
-
-    def failure_hint(self) -> str:
-        """A note naming plugins that failed, for "unknown component" errors."""
-        broken = "; ".join(f"{f.plugin}: {f.error}" for f in self.failures)
-        return f" (plugins that failed to load: {broken})" if broken else ""
 
 
 class PluginManager:
@@ -150,7 +141,7 @@ class PluginManager:
                 spec.loader.exec_module(module)
             except Exception as exc:
                 sys.modules.pop(module_name, None)
-                self.failures.append(PluginFailure(name, _describe(exc)))
+                self.failures.append(PluginFailure(name, describe_exception(exc)))
                 continue
             self._directory_modules.add(module_name)
             self.register(module, name)
@@ -166,7 +157,7 @@ class PluginManager:
             try:
                 plugin = entry_point.load()
             except Exception as exc:  # a broken plugin must not take the others down
-                self.failures.append(PluginFailure(entry_point.name, _describe(exc)))
+                self.failures.append(PluginFailure(entry_point.name, describe_exception(exc)))
                 continue
             self.register(plugin, entry_point.name)
             if entry_point.dist is not None:
@@ -177,7 +168,7 @@ class PluginManager:
         try:
             self.pm.register(plugin, name=name)
         except Exception as exc:
-            self.failures.append(PluginFailure(name, _describe(exc)))
+            self.failures.append(PluginFailure(name, describe_exception(exc)))
         self._components = None
         self._presets = None
 
@@ -202,7 +193,7 @@ class PluginManager:
                         text = Path(path).read_text(encoding="utf-8")
                         found.append((impl.plugin_name, parse_registry(text, str(path))))
                 except Exception as exc:
-                    self.failures.append(PluginFailure(impl.plugin_name, _describe(exc), "register_presets"))
+                    self.failures.append(PluginFailure(impl.plugin_name, describe_exception(exc), "register_presets"))
             self._presets = found
         return self._presets
 
@@ -217,48 +208,62 @@ class PluginManager:
         self.failures = [f for f in self.failures if f.hook not in rerun]
         components = Components(failures=self.failures)
         for hook_name, (named, kind) in self.component_hooks.items():
-            registered = components.by_kind.setdefault(kind, {})
+            registered = components.by_kind.setdefault(kind, ComponentMap())
             # Sorted so that a name clash resolves the same way on every machine.
             caller = getattr(self.pm.hook, hook_name, None)  # None: no plugin implements it yet
             impls = sorted(caller.get_hookimpls() if caller else [], key=lambda i: i.plugin_name)
-            try:
-                base = _load_class(named)
-            except Exception as exc:  # the plugin offering this kind is broken: only its kind is lost
-                users = ", ".join(i.plugin_name for i in impls) or "none"
-                error = f"the {kind} base class {named!r} does not load ({_describe(exc)}); plugins using it: {users}"
-                self.failures.append(PluginFailure(f"{kind} kind", error, "add_component_kind"))
-                continue
+            base = _KindBase(named)
             for impl in impls:
                 plugin_name = impl.plugin_name
-                staged: dict[str, type[Any]] = {}
+                staged: dict[str, type[Any] | LazyComponent] = {}
 
                 def register(
-                    component: type[Any],
+                    component: type[Any] | str,
+                    name: str | None = None,
                     _kind: str = kind,
-                    _base: type[Any] = base,
-                    _staged: dict[str, type[Any]] = staged,
+                    _base: _KindBase = base,
+                    _staged: dict[str, type[Any] | LazyComponent] = staged,
+                    _plugin: str = plugin_name,
                 ) -> None:
-                    if not (isinstance(component, type) and issubclass(component, _base)):
-                        raise TypeError(f"{component!r} is not a subclass of {_base.__name__}")
-                    key = _component_name(component)
+                    if isinstance(component, str):  # "package.module:Class", imported when first used
+                        if ":" not in component or not name:
+                            raise TypeError(f"register({component!r}) needs 'package.module:Class' and name=...")
+                        _staged[name] = LazyComponent(component, name, _plugin, _kind, _base)
+                        return
+                    problem = registration_problem(component, _base())
+                    if problem is not None:
+                        raise TypeError(problem)
+                    key = name or component_name(component)
                     if not key:
                         raise TypeError(f"{component.__name__} has no name")
                     _staged[key] = component
 
                 try:
                     impl.function(register=register)
+                except _BrokenKind:
+                    break
                 except Exception as exc:
-                    self.failures.append(PluginFailure(plugin_name, _describe(exc), hook_name))
+                    self.failures.append(PluginFailure(plugin_name, describe_exception(exc), hook_name))
                     continue
                 for key, component in staged.items():
                     if (kind, key) in components.clashes:
                         components.clashes[(kind, key)].append(plugin_name)
                     elif key in registered:
                         components.clashes[(kind, key)] = [components.owner.pop((kind, key)), plugin_name]
-                        del registered[key]
+                        registered.remove(key)
                     else:
-                        registered[key] = component
+                        registered.add(key, component)
                         components.owner[(kind, key)] = plugin_name
+            if not registered and base.error is None:
+                try:  # a kind nothing uses yet costs nothing to check
+                    base()
+                except _BrokenKind:
+                    pass
+            if base.error is not None:  # the plugin offering this kind is broken: only its kind is lost
+                users = ", ".join(i.plugin_name for i in impls) or "none"
+                error = f"the {kind} base class {named!r} does not load ({base.error}); plugins using it: {users}"
+                self.failures.append(PluginFailure(f"{kind} kind", error, "add_component_kind"))
+                components.by_kind[kind] = ComponentMap()
         for (kind, key), owners in components.clashes.items():
             for owner in owners:
                 self.failures.append(PluginFailure(owner, clash_message(kind, key, owners), "register"))
@@ -269,7 +274,7 @@ class PluginManager:
             try:
                 impl.function(cli=cli)
             except Exception as exc:
-                self.failures.append(PluginFailure(impl.plugin_name, _describe(exc), "register_commands"))
+                self.failures.append(PluginFailure(impl.plugin_name, describe_exception(exc), "register_commands"))
 
     def describe(self, hook: str | None = None) -> list[dict[str, Any]]:
         """Installed plugins and the hooks they implement (``harness plugins``)."""
@@ -294,33 +299,33 @@ class PluginManager:
         return rows
 
 
-def _load_class(named: type[Any] | str) -> type[Any]:
-    if isinstance(named, str):
-        module, _, attribute = named.partition(":")
-        return getattr(importlib.import_module(module), attribute)
-    return named
-
-
 def plugins_dirs() -> list[str]:
     value = os.environ.get(DIRS_ENV_VAR, "")
     return [part for part in value.split(os.pathsep) if part]
 
 
-def clash_message(kind: str, name: str, owners: list[str]) -> str:
-    return (
-        f"{kind} {name!r} is registered by {len(owners)} plugins ({', '.join(owners)}), so neither is used; "
-        f"uninstall one, or load only one with {ENV_VAR}=NAME,…"
-    )
+class _BrokenKind(Exception):
+    """The base class of a component kind does not load."""
 
 
-def _component_name(component: type[Any]) -> str:
-    return getattr(component, "family", None) or getattr(component, "name", "")
+class _KindBase:
+    """A component kind's base class, imported when a component of the kind is first checked: a
+    kind whose components are all registered by path costs no import until one is used."""
 
+    def __init__(self, named: type[Any] | str) -> None:
+        self.named, self.error = named, None
+        self._class: type[Any] | None = None if isinstance(named, str) else named
 
-def _describe(exc: BaseException) -> str:
-    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-    where = f" ({frame.filename}:{frame.lineno})" if frame else ""
-    return f"{type(exc).__name__}: {exc}{where}"
+    def __call__(self) -> type[Any]:
+        if self._class is None:
+            if self.error is not None:
+                raise _BrokenKind(self.error)
+            try:
+                self._class = load_class(self.named)
+            except Exception as exc:
+                self.error = describe_exception(exc)
+                raise _BrokenKind(self.error) from exc
+        return self._class
 
 
 _manager: PluginManager | None = None
@@ -362,4 +367,6 @@ def reset_plugin_manager() -> None:
     _manager = None
 
 
-Register = Callable[[type[Any]], None]
+#: what a ``register_*`` hook is handed: ``register(Class)``, or ``register("pkg.module:Class", name=...)``
+#: to import the class only when a run uses it
+Register = Callable[..., None]

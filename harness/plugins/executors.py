@@ -5,13 +5,15 @@ command such as ``harness synthesize``) to choose one."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from harness.errors import HarnessError
-from harness.executors import Executor, LocalExecutor
 from harness.plugins import PluginManager, get_plugin_manager
+
+if TYPE_CHECKING:
+    from harness.executors import Executor
 
 #: executors first-party plugins provide, and the distribution that has each
 _PLUGINS = {"ray": "stark-harness-ray"}
@@ -19,6 +21,9 @@ _PLUGINS = {"ray": "stark-harness-ray"}
 
 def make_executor(name: str, params: dict[str, Any] | None = None, plugins: PluginManager | None = None) -> Executor:
     """The executor ``name`` (``local``, or one a plugin registers) constructed with ``params``."""
+    # pydantic (executors' options) loads when an executor is made, not when a command adds the options
+    from harness.executors import LocalExecutor
+
     if name == LocalExecutor.name:
         return LocalExecutor(**(params or {}))
     if plugins is None:

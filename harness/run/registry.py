@@ -38,7 +38,9 @@ __all__ = [
 ]
 
 
-def load_registry(path: str | os.PathLike[str] | None = None, plugins: PluginManager | None = None) -> Registry:
+def load_registry(
+    path: str | os.PathLike[str] | None = None, plugins: PluginManager | None = None, check_all: bool = False
+) -> Registry:
     """The registry: the presets of the loaded plugins (``plugins``, a
     :class:`harness.plugins.PluginManager`; the process-wide one by default) with the user's
     file on top (see the module docstring for where it is looked for)."""
@@ -46,19 +48,29 @@ def load_registry(path: str | os.PathLike[str] | None = None, plugins: PluginMan
         plugins = get_plugin_manager()
     found = user_registry_path(path)
     registry, problems = merge(plugins.presets(), read_registry(found) if found else None)
-    registry._problems = problems + check_parameters(registry, plugins)
+    registry._problems = problems + check_parameters(registry, plugins, check_all)
     return registry
 
 
-def check_parameters(registry: Registry, plugins: PluginManager) -> list[str]:
+def check_parameters(registry: Registry, plugins: PluginManager, load: bool = False) -> list[str]:
     """Every entry's parameters validated against its component's ``Options`` (entries whose
     plugin is not installed are left to ``harness list``, which hides them): one problem per
-    bad entry, so a typo shows when the registry loads, not when that entry first runs."""
+    bad entry. With ``load`` every component is imported to check it (``harness list``); without,
+    only those already imported are, and a run checks the entries it uses when it resolves them."""
     problems = []
     components = plugins.components
     for kind, entries in (("dataset", registry.datasets), ("retriever", registry.retrievers)):
         for name, entry in entries.items():
-            cls = components.by_kind.get(kind, {}).get(entry.plugin)
+            found = components.by_kind.get(kind)
+            if found is None or entry.plugin not in found:
+                continue
+            # a component not imported yet is checked when it runs (or by `harness list`), so that
+            # loading the registry imports no plugin's code
+            try:
+                cls = found[entry.plugin] if load else found.loaded(entry.plugin)
+            except HarnessError as exc:
+                problems.append(f"{kind} {name!r}: {exc}")
+                continue
             options = getattr(cls, "Options", None)
             if options is None:
                 continue

@@ -8,6 +8,7 @@ records exactly their parameters.
 
 from __future__ import annotations
 
+import importlib.metadata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -120,11 +121,45 @@ def construct(
     return Component(name, instance, info)
 
 
+def adopt(kind: str, instance: Any) -> Component:
+    """A component the caller constructed (``harness.evaluate(MyRetriever(...))``), recorded as
+    constructing it by name would be: its ``name``, every parameter that runs, its version and
+    the distribution its class comes from (none for a class defined in a notebook)."""
+    name = getattr(instance, "name", None)
+    if not isinstance(name, str) or not name:
+        raise HarnessError(f"{type(instance).__name__}: a {kind} needs a class attribute `name`")
+    full = instance.params
+    check_no_secrets(full, f"{kind} {name!r}")
+    info = ComponentInfo(
+        name=name,
+        plugin=name,
+        params=redacted(full),
+        version=str(getattr(instance, "version", "0")),
+        package=_distribution(type(instance).__module__),
+    )
+    if info.params != full:
+        info._runtime_params = full
+    return Component(name, instance, info)
+
+
+def _distribution(module: str) -> str | None:
+    """ "name version" of the installed distribution that has ``module``, if any."""
+    top = module.partition(".")[0]
+    for dist in importlib.metadata.packages_distributions().get(top, []):
+        return f"{dist} {importlib.metadata.version(dist)}"
+    return None
+
+
 def resolve_retrievers(
-    registry: Registry, plugins: Any, name: str, overrides: dict[str, Any] | None = None
+    registry: Registry,
+    plugins: Any,
+    name: str,
+    overrides: dict[str, Any] | None = None,
+    given: Component | None = None,
 ) -> dict[str, Component]:
     """``name`` and every retriever it uses, recursively, each constructed once (cycles are
-    errors). ``overrides`` replace parameters of ``name``'s entry (``harness run -p``)."""
+    errors). ``overrides`` replace parameters of ``name``'s entry (``harness run -p``);
+    ``given``, a retriever the caller constructed, stands for ``name``."""
     found: dict[str, Component] = {}
 
     def visit(current: str, path: tuple[str, ...]) -> None:
@@ -132,10 +167,13 @@ def resolve_retrievers(
             raise HarnessError(f"retriever {path[-1]!r} uses {current!r} in a cycle ({' → '.join((*path, current))})")
         if current in found:
             return
-        entry = _entry("retriever", registry.retrievers, RetrieverEntry, plugins, current)
-        origin = registry.origin("retriever", current)
-        params = {**entry.params, **(overrides or {})} if current == name else entry.params
-        found[current] = construct(plugins, "retriever", current, entry.plugin, params, origin)
+        if given is not None and current == name:
+            found[current] = given
+        else:
+            entry = _entry("retriever", registry.retrievers, RetrieverEntry, plugins, current)
+            origin = registry.origin("retriever", current)
+            params = {**entry.params, **(overrides or {})} if current == name else entry.params
+            found[current] = construct(plugins, "retriever", current, entry.plugin, params, origin)
         for used in found[current].instance.uses():
             visit(used, (*path, current))
 
@@ -153,8 +191,8 @@ def resolve_dataset(registry: Registry, plugins: Any, name: str, params: dict[st
 def resolve(
     registry: Registry,
     plugins: Any,
-    retriever: str | None = None,
-    dataset: str | None = None,
+    retriever: str | Retriever | None = None,
+    dataset: str | Dataset | None = None,
     split: str | None = None,
     k: int | None = None,
     metrics: Sequence[str] | None = None,
@@ -167,19 +205,26 @@ def resolve(
     """Fill in defaults from the registry, check every name, construct every component.
     ``plugins`` is the :class:`harness.plugins.PluginManager`; ``dataset_params`` override the
     dataset entry's parameters (``--data-dir`` sets ``data_dir``), ``retriever_params`` the
-    retriever's (``-p KEY=VALUE``)."""
-    retriever = retriever or registry.defaults.retriever
-    dataset = dataset or registry.defaults.dataset
+    retriever's (``-p KEY=VALUE``). ``retriever`` and ``dataset`` may be objects the caller
+    constructed (a notebook's retriever); what they ``uses()`` is resolved by name as usual."""
+    given = adopt("retriever", retriever) if isinstance(retriever, Retriever) else None
+    given_dataset = adopt("dataset", dataset) if isinstance(dataset, Dataset) else None
+    if given is not None and retriever_params:
+        raise HarnessError("retriever parameters go to the retriever's constructor when it is given constructed")
+    retriever = given.name if given is not None else (retriever or registry.defaults.retriever)
+    dataset = given_dataset.name if given_dataset is not None else (dataset or registry.defaults.dataset)
     if retriever is None:
         raise HarnessError("no retriever given and the registry names no default (--retriever NAME)")
     if dataset is None:
         raise HarnessError("no dataset given and the registry names no default (--dataset NAME)")
     split = split or registry.defaults.split
     # every name first: a typo is reported before anything is constructed or read
-    _entry("retriever", registry.retrievers, RetrieverEntry, plugins, retriever)
-    _entry("dataset", registry.datasets, DatasetEntry, plugins, dataset)
+    if given is None:
+        _entry("retriever", registry.retrievers, RetrieverEntry, plugins, retriever)
+    if given_dataset is None:
+        _entry("dataset", registry.datasets, DatasetEntry, plugins, dataset)
     # a condition's expected scores belong to the entry's parameters, not to overridden ones
-    condition = None if retriever_params else registry.condition_for(retriever, dataset, split)
+    condition = None if retriever_params or given else registry.condition_for(retriever, dataset, split)
     k = k if k is not None else (condition.k if condition else registry.defaults.k)
     if k <= 0:
         raise HarnessError(f"k must be a positive integer, got {k}")
@@ -199,7 +244,7 @@ def resolve(
         except HarnessError as exc:
             where = registry.origin("condition", condition.name) or registry.source
             raise HarnessError(f"{where}: condition {condition.name!r}, expected: {exc}") from None
-    retrievers = resolve_retrievers(registry, plugins, retriever, retriever_params)
+    retrievers = resolve_retrievers(registry, plugins, retriever, retriever_params, given)
     main: Retriever = retrievers[retriever].instance
     depth, why = k, f"k={k}"
     if isinstance(main, Reranker) and not main.fills and main.options.candidates < k:  # type: ignore[attr-defined]
@@ -219,7 +264,9 @@ def resolve(
                 else f"drop {'it' if len(deeper) == 1 else 'them'} or rerank more candidates"
             )
         )
-    dataset_component = resolve_dataset(registry, plugins, dataset, dataset_params)
+    if given_dataset is not None and dataset_params:
+        raise HarnessError("dataset parameters go to the dataset's constructor when it is given constructed")
+    dataset_component = given_dataset or resolve_dataset(registry, plugins, dataset, dataset_params)
     # the split last: the dataset tells its splits from file names (STaRK may probe the hub),
     # never by loading its SKB or queries, so a wrong split costs no work
     try:

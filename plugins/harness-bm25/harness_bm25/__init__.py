@@ -18,9 +18,7 @@ import harness
 
 @harness.hookimpl
 def register_retrievers(register: Any) -> None:
-    from harness_bm25.retriever import BM25Retriever
-
-    register(BM25Retriever)
+    register("harness_bm25.retriever:BM25Retriever", name="bm25")
 
 
 @harness.hookimpl

@@ -15,9 +15,7 @@ import harness
 
 @harness.hookimpl
 def register_retrievers(register: Any) -> None:
-    from harness_colbert.retriever import ColBERTRetriever
-
-    register(ColBERTRetriever)
+    register("harness_colbert.retriever:ColBERTRetriever", name="colbertv2")
 
 
 @harness.hookimpl

@@ -19,9 +19,7 @@ import harness
 
 @harness.hookimpl
 def register_retrievers(register: Callable[[type[harness.Retriever]], None]) -> None:
-    from harness_daqu.retriever import DAQuRetriever
-
-    register(DAQuRetriever)
+    register("harness_daqu.retriever:DAQuRetriever", name="daqu")
 
 
 @harness.hookimpl

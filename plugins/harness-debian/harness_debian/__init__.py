@@ -18,9 +18,7 @@ import harness
 
 @harness.hookimpl
 def register_datasets(register: Any) -> None:
-    from harness_debian.dataset import DebianDataset
-
-    register(DebianDataset)
+    register("harness_debian.dataset:DebianDataset", name="debian")
 
 
 @harness.hookimpl

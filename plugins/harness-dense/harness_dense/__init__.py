@@ -26,12 +26,10 @@ import harness
 
 @harness.hookimpl
 def register_retrievers(register: Callable[[type[harness.Retriever]], None]) -> None:
-    from harness_dense.finetune import FineTunedDenseRetriever
-    from harness_dense.hybrid import HybridRetriever
-    from harness_dense.retrievers import DenseRetriever, MultiVectorRetriever
-
-    for retriever in (DenseRetriever, MultiVectorRetriever, HybridRetriever, FineTunedDenseRetriever):
-        register(retriever)
+    register("harness_dense.retrievers:DenseRetriever", name="dense")
+    register("harness_dense.retrievers:MultiVectorRetriever", name="multi-vector")
+    register("harness_dense.hybrid:HybridRetriever", name="hybrid")
+    register("harness_dense.finetune:FineTunedDenseRetriever", name="dense-ft")
 
 
 @harness.hookimpl

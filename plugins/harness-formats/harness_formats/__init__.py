@@ -11,15 +11,17 @@ import harness
 
 @harness.hookimpl
 def register_commands(cli: Any) -> None:
-    from harness_formats.export import export
-    from harness_formats.importer import import_command
+    from harness_formats.importer import import_command  # click alone: the builders load when a command runs
 
-    cli.add_command(export)
+    # export's module imports the SKB and numpy: it loads when `harness export` runs
+    cli.add_command(
+        harness.lazy_command(
+            "export", "harness_formats.export:export", help="Write a dataset out: Hugging Face datasets, BEIR, TREC."
+        )
+    )
     cli.add_command(import_command)
 
 
 @harness.hookimpl
 def register_datasets(register: Any) -> None:
-    from harness_formats.local import LocalDataset
-
-    register(LocalDataset)
+    register("harness_formats.local:LocalDataset", name="local")

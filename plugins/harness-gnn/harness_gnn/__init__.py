@@ -19,9 +19,7 @@ import harness
 
 @harness.hookimpl
 def register_retrievers(register: Callable[[type[harness.Retriever]], None]) -> None:
-    from harness_gnn.retriever import QAGNNRetriever
-
-    register(QAGNNRetriever)
+    register("harness_gnn.retriever:QAGNNRetriever", name="qagnn")
 
 
 @harness.hookimpl

@@ -36,19 +36,14 @@ def add_hookspecs(manager: Any) -> None:
 
 @harness.hookimpl
 def register_llms(register: Any) -> None:
-    from harness_llm.local import LocalLLM
-    from harness_llm.providers import AnthropicLLM, OpenAILLM
-
-    register(OpenAILLM)
-    register(AnthropicLLM)
-    register(LocalLLM)
+    register("harness_llm.providers:OpenAILLM", name="openai")
+    register("harness_llm.providers:AnthropicLLM", name="anthropic")
+    register("harness_llm.local:LocalLLM", name="local")
 
 
 @harness.hookimpl
 def register_retrievers(register: Any) -> None:
-    from harness_llm.rerank import LLMReranker
-
-    register(LLMReranker)
+    register("harness_llm.rerank:LLMReranker", name="llm-reranker")
 
 
 @harness.hookimpl

@@ -14,9 +14,7 @@ import harness
 
 @harness.hookimpl
 def register_retrievers(register: Any) -> None:
-    from harness_lucene.retriever import LuceneBM25
-
-    register(LuceneBM25)
+    register("harness_lucene.retriever:LuceneBM25", name="bm25-lucene")
 
 
 @harness.hookimpl

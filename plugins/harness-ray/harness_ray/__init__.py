@@ -17,6 +17,4 @@ import harness
 
 @harness.hookimpl
 def register_executors(register: Callable[[type[harness.Executor]], None]) -> None:
-    from harness_ray.executor import RayExecutor
-
-    register(RayExecutor)
+    register("harness_ray.executor:RayExecutor", name="ray")

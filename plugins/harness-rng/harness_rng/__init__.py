@@ -21,9 +21,7 @@ import harness
 
 @harness.hookimpl
 def register_retrievers(register: Callable[[type[harness.Retriever]], None]) -> None:
-    from harness_rng.retriever import RnGRetriever
-
-    register(RnGRetriever)
+    register("harness_rng.retriever:RnGRetriever", name="rng-kbqa")
 
 
 @harness.hookimpl

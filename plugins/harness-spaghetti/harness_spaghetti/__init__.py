@@ -19,9 +19,7 @@ import harness
 
 @harness.hookimpl
 def register_retrievers(register: Callable[[type[harness.Retriever]], None]) -> None:
-    from harness_spaghetti.retriever import SpaghettiRetriever
-
-    register(SpaghettiRetriever)
+    register("harness_spaghetti.retriever:SpaghettiRetriever", name="spaghetti")
 
 
 @harness.hookimpl

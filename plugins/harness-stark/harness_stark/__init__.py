@@ -16,10 +16,9 @@ import harness
 
 @harness.hookimpl
 def register_datasets(register: Any) -> None:
-    from harness_stark.datasets import StarkAmazon, StarkMag, StarkPrime
-
-    for dataset in (StarkAmazon, StarkMag, StarkPrime):
-        register(dataset)
+    register("harness_stark.datasets:StarkAmazon", name="stark-amazon")
+    register("harness_stark.datasets:StarkMag", name="stark-mag")
+    register("harness_stark.datasets:StarkPrime", name="stark-prime")
 
 
 @harness.hookimpl

@@ -28,11 +28,10 @@ def add_hookspecs(manager: Any) -> None:
 
 @harness.hookimpl
 def register_synthesis_stages(register: Any) -> None:
-    from harness_synthesis.llm_stages import Filter, Fuse, TextualProperties
-    from harness_synthesis.relational import RelationalRequirement
-
-    for stage in (RelationalRequirement, TextualProperties, Fuse, Filter):
-        register(stage)
+    register("harness_synthesis.relational:RelationalRequirement", name="relational")
+    register("harness_synthesis.llm_stages:TextualProperties", name="textual")
+    register("harness_synthesis.llm_stages:Fuse", name="fuse")
+    register("harness_synthesis.llm_stages:Filter", name="filter")
 
 
 @harness.hookimpl
