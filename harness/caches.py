@@ -15,6 +15,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -145,8 +146,6 @@ def verified_entry(entry: str | os.PathLike[str]) -> bool:
 
 def discard_entry(entry: str | os.PathLike[str], problem: str) -> None:
     """Delete a damaged cache entry (a directory or a file), saying which and why on stderr."""
-    import sys
-
     entry = Path(entry)
     print(f"warning: cache entry {entry} is damaged ({problem}); rebuilding it", file=sys.stderr, flush=True)
     if entry.is_dir() and not entry.is_symlink():

@@ -5,14 +5,12 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from harness.errors import HarnessError
 from harness.options import Options, did_you_mean, parse_options
-
-if TYPE_CHECKING:  # numpy stays unimported until a dataset is loaded
-    from harness.queries import QuerySet
-    from harness.skb import SKB
+from harness.queries import HUMAN_SPLIT, QuerySet, load_stark_layout
+from harness.skb import SKB
 
 
 class Dataset(ABC):
@@ -66,7 +64,6 @@ class Dataset(ABC):
     def layout_splits(root: str | os.PathLike[str]) -> list[str]:
         """The splits :func:`harness.load_stark_layout` finds under ``root`` (STaRK's
         ``qa/<dataset>/``), from the names of its files alone."""
-        from harness.queries import HUMAN_SPLIT
 
         root = Path(root)
         splits = []
@@ -108,14 +105,12 @@ class DirectoryDataset(Dataset):
         return self.name
 
     def load_skb(self) -> SKB:
-        from harness.skb import SKB
 
         if self._skb is None:
             self._skb = SKB.load(self.root / "skb")
         return self._skb
 
     def load_queries(self) -> QuerySet:
-        from harness.queries import load_stark_layout
 
         if self._queries is None:
             self._queries = load_stark_layout(self.root / "qa", name=self.queries_name)

@@ -23,6 +23,8 @@ import logging
 import os
 import posixpath
 import re
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,9 +92,6 @@ def hub_unreachable() -> str | None:
 
 
 def _probe(endpoint: str) -> str | None:
-    import urllib.error
-    import urllib.request
-
     try:
         urllib.request.urlopen(urllib.request.Request(endpoint, method="HEAD"), timeout=PROBE_TIMEOUT).close()
     except urllib.error.HTTPError:
@@ -106,7 +105,7 @@ def _probe(endpoint: str) -> str | None:
 def _library(purpose: str) -> Any:
     """``huggingface_hub``, quietened: its retry messages ("Retrying in 8s [Retry 5/5]") stay
     out of the console unless ``--verbose`` (its progress bars are not log records and stay)."""
-    try:
+    try:  # an optional dependency, and seconds to import: only when the hub is used
         import huggingface_hub
     except ImportError:
         raise HarnessError(
@@ -118,7 +117,7 @@ def _library(purpose: str) -> Any:
 
 
 def hub_cache() -> str:
-    from huggingface_hub import constants
+    from huggingface_hub import constants  # optional: only when the hub is used
 
     return str(constants.HF_HUB_CACHE)
 
@@ -164,7 +163,7 @@ def hub_snapshot(repo: str, revision: str | None, *, what: str, local: str) -> H
     else downloaded. ``what`` names the parameter in errors (``dense: model``); ``local`` says
     what a local copy would be (``model: a directory holding ...``)."""
     hub = _library(f"{what} {repo!r} (a Hugging Face hub id)")
-    from huggingface_hub.errors import (
+    from huggingface_hub.errors import (  # loaded by _library above
         GatedRepoError,
         LocalEntryNotFoundError,
         RepositoryNotFoundError,

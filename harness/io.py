@@ -7,10 +7,12 @@ process never leaves a half-written file behind: readers see the old file or the
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,9 +23,7 @@ from typing import IO, Any
 def exclusive(path: str | os.PathLike[str], waiting: str = "") -> Iterator[None]:
     """Hold an exclusive lock on the file ``path`` (``filelock``: also on Windows); print
     ``waiting`` when another process holds it."""
-    import sys
-
-    from filelock import FileLock, Timeout
+    from filelock import FileLock, Timeout  # 20-30 ms: not for `harness --help`, which imports this module
 
     lock = FileLock(os.fspath(path))
     try:
@@ -148,8 +148,6 @@ def replace_dir(staged: str | os.PathLike[str], target: str | os.PathLike[str]) 
 def _exchange(a: Path, b: Path) -> bool:
     """Swap two paths atomically with Linux's renameat2; False where that is not available."""
     try:
-        import ctypes
-
         libc = ctypes.CDLL(None, use_errno=True)
         renameat2 = libc.renameat2
     except (OSError, AttributeError):

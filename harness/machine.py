@@ -42,7 +42,7 @@ def resolve_device(device: str) -> str:
         return device
     if device == "auto" and not _gpu_driver_present():
         return "cpu"  # importing torch to learn this costs seconds on every run
-    try:
+    try:  # seconds to import, and optional: only when a GPU may be used
         import torch
 
         available = torch.cuda.is_available()
@@ -64,7 +64,7 @@ def hardware(device: str) -> Hardware:
         pass
     gpu = None
     if device == "cuda":
-        import torch
+        import torch  # imported already: a run on cuda has resolved its device
 
         gpu = torch.cuda.get_device_name(0)
     return Hardware(device=device, cpu=f"{cpu} ({os.cpu_count()} cores)", gpu=gpu)

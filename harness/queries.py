@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.io import atomic_write
 
 HUMAN_SPLIT = "human-generated"
 
@@ -157,7 +158,6 @@ def load_stark_layout(root: str | Path, name: str | None = None) -> QuerySet:
 
 def write_stark_csv(path: Path, queries: Iterable[Query]) -> None:
     """Write queries in STaRK's CSV layout, atomically."""
-    from harness.io import atomic_write
 
     with atomic_write(path) as handle:
         writer = csv.writer(handle, lineterminator="\n")

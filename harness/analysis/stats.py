@@ -84,11 +84,11 @@ def query_set_statistics(queries: QuerySet) -> dict[str, Any]:
 
 def write_histograms(queries: QuerySet, path: Path, title: str) -> Path | None:
     """A PNG with the query-length and answers-per-query histograms; None without matplotlib."""
-    try:
+    try:  # the `leaderboard` extra's, optional: no plot without it
         import matplotlib
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # after choosing the backend that needs no display
     except ImportError:
         return None
     everything = _synthesized(queries)

@@ -58,7 +58,9 @@ def data_dir_option(func: Callable[..., Any]) -> Callable[..., Any]:
 def _parse_params(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, Any]:
     """``("lam=0.5", "fields=[name, summary]")`` → ``{"lam": 0.5, "fields": ["name", "summary"]}``:
     each value read as YAML, as the registry reads it (the retriever's Options check it)."""
-    import yaml
+    if not values:
+        return {}
+    import yaml  # only when there are parameters to read: `harness --help` and plain runs skip it
 
     params: dict[str, Any] = {}
     for item in values:
@@ -115,6 +117,9 @@ def progress() -> Iterator[Any]:
     starts). Nothing stays behind as a frozen spinner: a task leaves the display when it
     completes or its phase ends, as one ``✓`` line saying how long it took; a phase's own
     status line just goes."""
+    if not console.is_terminal:  # nothing to show: rich's live display is not even imported
+        yield _no_progress
+        return
     from rich.progress import (
         BarColumn,
         Progress,
@@ -178,6 +183,28 @@ def progress() -> Iterator[Any]:
     )
     with display:
         yield _Tasks(display)
+
+
+class _NoTask:
+    def advance(self, amount: int = 1) -> None:
+        pass
+
+    def end(self, ok: bool = True) -> None:
+        pass
+
+
+class _NoProgress:
+    """The ``ProgressFactory`` (with the runner's ``phase``) when stderr is no terminal."""
+
+    def __call__(self, description: str, total: int | None = None) -> _NoTask:
+        return _NoTask()
+
+    @contextmanager
+    def phase(self, description: str, total: int | None = None) -> Iterator[_NoTask]:
+        yield _NoTask()
+
+
+_no_progress = _NoProgress()
 
 
 class _Tasks:

@@ -21,6 +21,8 @@ from harness.errors import HarnessError
 from harness.io import stable_hash, write_json
 from harness.leaderboard.merge import locked, prepend_changelog, staged
 from harness.leaderboard.rows import SCHEMA_VERSION, LeaderboardRow, json_schema, row_path, run_dir_of, write_merged
+from harness.plugins import get_plugin_manager
+from harness.run.resolve import construct
 
 #: config.json keys of schema 1 that schema 2 keeps in the reranker's parameters
 _V1_CONFIG_ONLY = ("first_stage", "candidates")
@@ -46,8 +48,6 @@ def migrate(into: str | Path, plugins: Any = None) -> list[Migration]:
     """Migrate every schema-1 row of the leaderboard ``into`` (and its run directory's
     ``config.json``) to the current schema; rows already current are left alone."""
     if plugins is None:
-        from harness.plugins import get_plugin_manager
-
         plugins = get_plugin_manager()
     into = Path(into)
     if not (into / "rows").is_dir():
@@ -137,7 +137,6 @@ def _configuration(info: dict[str, Any]) -> dict[str, Any]:
 def _resolved(plugins: Any, kind: str, info: dict[str, Any], recorded: dict[str, Any], changes: list[str]) -> Any:
     """``info`` with its parameters as the installed plugin resolves them; what differs from
     the ``recorded`` ones goes into ``changes``. Version and package stay what ran."""
-    from harness.run.resolve import construct
 
     params = construct(plugins, kind, info["name"], info["plugin"], info["params"]).info.params
     differ = [

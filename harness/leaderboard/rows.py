@@ -146,7 +146,7 @@ TEXT_COLUMNS = ("dataset", "split", "retriever", "regime", "date")
 
 def cell_width(text: str) -> int:
     """Terminal cells ``text`` takes (wide characters count two)."""
-    from rich.cells import cell_len
+    from rich.cells import cell_len  # rich loads only when a table is printed
 
     return cell_len(text)
 

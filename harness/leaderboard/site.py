@@ -24,6 +24,7 @@ from harness.leaderboard.views import (
     versus_note,
     versus_text,
 )
+from harness.version import __version__
 
 
 def _asset(name: str) -> str:
@@ -31,7 +32,6 @@ def _asset(name: str) -> str:
 
 
 def _page(title: str, nav: str, body: str, data: list[dict[str, Any]]) -> str:
-    from harness.version import __version__
 
     # "</" cannot end the script element early once escaped; JSON parses "<\/" as "</".
     payload = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")

@@ -27,7 +27,14 @@ from harness.errors import HarnessError, require
 from harness.io import stable_hash
 from harness.leaderboard.bundles import RunEntry, run_files
 from harness.leaderboard.rows import LeaderboardRow, json_schema, schema_problem
+from harness.metrics import METRICS_VERSION, evaluate, means, parse_metrics
+from harness.plugins import get_plugin_manager
+from harness.queries import sample
+from harness.run import dataset_from_row
+from harness.run.checks import candidate_mask
 from harness.run.record import queries_digest
+from harness.run.scoring import hit_matrix
+from harness.trec import read_run
 
 TOLERANCE = 1e-9  # recomputed metrics are the same arithmetic on the same numbers
 
@@ -65,7 +72,6 @@ class _Datasets:
         self.loaded: dict[str, Any] = {}
 
     def get(self, row: LeaderboardRow) -> tuple[Any, Any, Any]:
-        from harness.run import dataset_from_row
 
         key = stable_hash([row.dataset.plugin, row.dataset.params])
         if key not in self.loaded:
@@ -286,12 +292,6 @@ def _recompute(
     datasets: _Datasets,
     result: Validation,
 ) -> None:
-    from harness.metrics import METRICS_VERSION, evaluate, means, parse_metrics
-    from harness.plugins import get_plugin_manager
-    from harness.queries import sample
-    from harness.run.checks import candidate_mask
-    from harness.run.scoring import hit_matrix
-    from harness.trec import read_run
 
     if row.versions.metrics != METRICS_VERSION:
         result.problems.append(

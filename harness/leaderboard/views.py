@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.analysis.compare import load_per_query, paired_test
 from harness.leaderboard.rows import LeaderboardRow, display_name, run_dir_of
 
 __all__ = ["display_name"]
@@ -74,7 +75,6 @@ def versus_best(rows: list[LeaderboardRow], metrics: list[str], root: Path) -> d
     Rows whose per-query results are not at hand are left out."""
     if not metrics:
         return {}
-    from harness.analysis.compare import load_per_query, paired_test
 
     order = ranked(rows, metrics)
     best = next((r for r in order if not r.sample), order[0])

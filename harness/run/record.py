@@ -11,6 +11,7 @@ Added within schema 2, optional so that earlier rows stay valid: a component's `
 
 from __future__ import annotations
 
+import importlib.metadata
 import platform
 from collections.abc import Sequence
 from datetime import datetime
@@ -118,8 +119,6 @@ def queries_digest(queries: Sequence[Query]) -> str:
 
 def versions() -> Versions:
     try:
-        import importlib.metadata
-
         torch_version: str | None = importlib.metadata.version("torch")
     except Exception:
         torch_version = None

@@ -19,10 +19,10 @@ from harness.dataset import Dataset
 from harness.errors import HarnessError
 from harness.metrics import DEFAULT_METRICS, parse_metrics
 from harness.options import did_you_mean, parse_options
-from harness.plugins import using
+from harness.plugins import get_plugin_manager, using
 from harness.retriever import Reranker, Retriever
 from harness.run.record import ComponentInfo
-from harness.run.registry import Condition, DatasetEntry, Registry, RetrieverEntry
+from harness.run.registry import Condition, DatasetEntry, Registry, RetrieverEntry, load_registry
 from harness.run.secrets import check_no_secrets, redacted
 
 
@@ -307,8 +307,6 @@ def resolve(
 def load_dataset(name: str, data_dir: str | None = None, registry_path: str | None = None) -> Dataset:
     """The dataset plugin instance for a registry (or plugin) name, with ``data_dir`` if given:
     what commands use to reach a dataset's SKB and queries outside a run."""
-    from harness.plugins import get_plugin_manager
-    from harness.run.registry import load_registry
 
     plugins = get_plugin_manager()
     params = {"data_dir": data_dir} if data_dir else None
@@ -318,7 +316,6 @@ def load_dataset(name: str, data_dir: str | None = None, registry_path: str | No
 def dataset_from_row(info: ComponentInfo, data_dir: str | None = None) -> Dataset:
     """The dataset a leaderboard row was evaluated on, rebuilt from its plugin and parameters
     (``data_dir`` overrides where the files are)."""
-    from harness.plugins import get_plugin_manager
 
     params = {**info.params, **({"data_dir": data_dir} if data_dir else {})}
     return construct(get_plugin_manager(), "dataset", info.name, info.plugin, params).instance

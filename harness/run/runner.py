@@ -32,7 +32,7 @@ import numpy as np
 from harness.dataset import Dataset
 from harness.errors import HarnessError
 from harness.executors import Executor, LocalExecutor
-from harness.io import exclusive, stable_hash, write_json
+from harness.io import cache_root, exclusive, stable_hash, write_json
 from harness.machine import hardware
 from harness.metrics import METRICS_VERSION, evaluate, means, parse_metrics
 from harness.plugins import using
@@ -92,7 +92,6 @@ class Runner:
         executor: Executor | None = None,
         devices: Sequence[str] = (),
     ) -> None:
-        from harness.io import cache_root
 
         self.plugins = plugins
         self.output_dir = Path(output_dir)

@@ -24,6 +24,7 @@ import numpy as np
 from harness.caches import discard_entry, entry_lock, file_digest, verified_entry, write_manifest
 from harness.errors import HarnessError
 from harness.io import atomic_dir, cache_root, stable_hash
+from harness.skb.arrays import EdgeType, row_offsets, sort_edges
 
 #: Part of the cache key: bump it whenever what is compiled, or how, changes.
 LAYOUT = "harness-skb-compiled/1"
@@ -114,7 +115,6 @@ def _key(cls: type, files: list[Path]) -> str:
 
 
 def _compile(skb: Any, entry: Path) -> None:
-    from harness.skb import row_offsets, sort_edges
 
     with atomic_dir(entry) as tmp:
         src, dst, edge_type = sort_edges(skb.src, skb.dst, skb.edge_type)
@@ -144,7 +144,6 @@ def _meta(skb: Any) -> dict[str, Any]:
 
 
 def _open(cls: type[S], entry: Path) -> S:
-    from harness.skb import EdgeType
 
     meta = json.loads((entry / "skb.json").read_text(encoding="utf-8"))
     if meta.get("layout") != LAYOUT:
