@@ -27,11 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import timing  # noqa: E402
+import timing
 
-_IMPORTED = (
-    "import json, sys; print(json.dumps(sorted(m for m in sys.modules if m.startswith('harness_'))))"
-)
+_IMPORTED = "import json, sys; print(json.dumps(sorted(m for m in sys.modules if m.startswith('harness_'))))"
 
 
 def cpu_child(argv: Sequence[str], env: dict[str, str]) -> timing.Sample:
@@ -79,7 +77,8 @@ def main() -> None:
 
         def run(cache: Path) -> timing.Sample:
             out = work / f"runs-{next(counter)}"  # a new output directory: nothing is resumed
-            argv = [harness, "run", "-r", "bm25", "-d", "debian", "-s", args.split, "--device", "cpu", "--output", str(out)]
+            argv = [harness, "run", "-r", "bm25", "-d", "debian", "-s", args.split, "--device", "cpu"]
+            argv += ["--output", str(out)]
             return cpu_child(argv, timing.environment(cache=cache))
 
         print(f"harness run -r bm25 -d debian -s {args.split}, cold and warm (CPU s):", file=sys.stderr)

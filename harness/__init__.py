@@ -37,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     # hooks
     "hookimpl": "harness.plugins.hookspecs",
     "hookspec": "harness.plugins.hookspecs",
+    "Register": "harness.plugins.hookspecs",
     "lookup": "harness.plugins",
     "lazy_command": "harness.plugins.commands",
     # errors and parameters
@@ -160,7 +161,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at runtime the names load on fi
     from harness.plugins import lookup
     from harness.plugins.commands import lazy_command
     from harness.plugins.executors import executor_from_options, executor_options, make_executor
-    from harness.plugins.hookspecs import hookimpl, hookspec
+    from harness.plugins.hookspecs import Register, hookimpl, hookspec
     from harness.queries import Query, QuerySet, load_stark_layout, read_stark_csv, write_stark_csv
     from harness.retriever import BuildContext, ProgressTask, Ranking, Reranker, Retriever
     from harness.retry import Retryable, RetryPolicy

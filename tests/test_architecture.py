@@ -128,7 +128,9 @@ def _modules_after(code: str, env: dict[str, str] | None = None) -> set[str]:
 def test_help_and_plugin_discovery_import_no_component_code() -> None:
     """`harness --help` loads neither numpy nor pydantic; collecting every installed plugin's
     components and presets imports none of their modules (they load when a run uses them)."""
-    after_help = _modules_after("from harness.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass")
+    after_help = _modules_after(
+        "from harness.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass"
+    )
     assert not {"numpy", "pydantic", "torch"} & after_help
     after = _modules_after(
         "from harness.plugins import get_plugin_manager\n"

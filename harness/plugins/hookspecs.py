@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pluggy
 
@@ -16,23 +16,32 @@ hookspec = pluggy.HookspecMarker("harness")
 hookimpl = pluggy.HookimplMarker("harness")
 
 
-@hookspec
-def register_datasets(register: Callable[[type[Any]], None]) -> None:
-    """Register :class:`harness.Dataset` subclasses: ``register(MyDataset)``."""
+class Register(Protocol):
+    """What a ``register_*`` hook is handed: ``register(MyRetriever)``, or
+    ``register("my_plugin.retriever:MyRetriever", name="mine")`` so that the class is imported
+    only when a run uses it (a run imports only the code of the components it runs)."""
+
+    def __call__(self, component: type[Any] | str, name: str | None = None) -> None: ...
 
 
 @hookspec
-def register_retrievers(register: Callable[[type[Any]], None]) -> None:
+def register_datasets(register: Register) -> None:
+    """Register :class:`harness.Dataset` subclasses: ``register(MyDataset)``, or by path,
+    ``register("my_plugin.data:MyDataset", name="mine")``, imported when first used."""
+
+
+@hookspec
+def register_retrievers(register: Register) -> None:
     """Register :class:`harness.Retriever` (or :class:`harness.Reranker`) subclasses."""
 
 
 @hookspec
-def register_metrics(register: Callable[[type[Any]], None]) -> None:
+def register_metrics(register: Register) -> None:
     """Register :class:`harness.Metric` subclasses (one per metric family)."""
 
 
 @hookspec
-def register_executors(register: Callable[[type[Any]], None]) -> None:
+def register_executors(register: Register) -> None:
     """Register :class:`harness.Executor` subclasses: where ``--executor NAME`` runs work (Ray)."""
 
 

@@ -25,7 +25,7 @@ import harness
 
 
 @harness.hookimpl
-def register_retrievers(register: Callable[[type[harness.Retriever]], None]) -> None:
+def register_retrievers(register: harness.Register) -> None:
     register("harness_dense.retrievers:DenseRetriever", name="dense")
     register("harness_dense.retrievers:MultiVectorRetriever", name="multi-vector")
     register("harness_dense.hybrid:HybridRetriever", name="hybrid")

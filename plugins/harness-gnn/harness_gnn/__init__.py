@@ -18,7 +18,7 @@ import harness
 
 
 @harness.hookimpl
-def register_retrievers(register: Callable[[type[harness.Retriever]], None]) -> None:
+def register_retrievers(register: harness.Register) -> None:
     register("harness_gnn.retriever:QAGNNRetriever", name="qagnn")
 
 

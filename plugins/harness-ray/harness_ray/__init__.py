@@ -10,11 +10,9 @@ dies mid-run is one clear error here rather than the end of the harness's proces
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import harness
 
 
 @harness.hookimpl
-def register_executors(register: Callable[[type[harness.Executor]], None]) -> None:
+def register_executors(register: harness.Register) -> None:
     register("harness_ray.executor:RayExecutor", name="ray")

@@ -20,7 +20,7 @@ import harness
 
 
 @harness.hookimpl
-def register_retrievers(register: Callable[[type[harness.Retriever]], None]) -> None:
+def register_retrievers(register: harness.Register) -> None:
     register("harness_rng.retriever:RnGRetriever", name="rng-kbqa")
 
 
