@@ -54,7 +54,9 @@ def resolve_device(device: str) -> str:
 
 
 def hardware(device: str) -> Hardware:
-    cpu = platform.processor() or platform.machine()
+    """This machine: the CPU's model name (``/proc/cpuinfo``; elsewhere ``platform``, which on
+    Linux would start a ``uname -p`` process on every run) and core count, and the GPU on cuda."""
+    cpu = ""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -62,6 +64,7 @@ def hardware(device: str) -> Hardware:
                 break
     except OSError:
         pass
+    cpu = cpu or platform.processor() or platform.machine()
     gpu = None
     if device == "cuda":
         import torch  # imported already: a run on cuda has resolved its device
