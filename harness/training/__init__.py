@@ -17,8 +17,8 @@ Before a trained retriever is built, the runner (``harness run``) or ``harness t
    :class:`TrainContext`, and what it wrote to ``context.checkpoint_dir`` becomes the
    checkpoint: a manifest of digests, ``training.json`` (splits, digests, seconds, hardware)
    and the curve ``curve.jsonl`` (what ``context.log`` received), moved into the cache at
-   once. ``context.work_dir`` survives a kill: a plugin keeps its epoch checkpoints there and
-   resumes from the last one when training is asked again.
+   once. ``context.work_dir`` survives a kill: :class:`harness.EpochLoop` (``loop.py``, the one
+   training loop) keeps its epoch checkpoints there and resumes from the last one.
 
 The row of a trained run records :class:`TrainingInfo` (``row.training``).
 """
@@ -58,8 +58,8 @@ class TrainContext(BuildContext):
         seed: the seed (Python, NumPy and PyTorch are seeded with it before ``fit``).
         checkpoint_dir: write the trained model here; :meth:`Retriever.load_checkpoint`
             reads it back. It becomes the cache entry when ``fit`` returns.
-        work_dir: kept across a kill: epoch checkpoints go here, so ``fit`` can resume from
-            the last one (it is removed once the checkpoint is stored).
+        work_dir: kept across a kill: epoch checkpoints go here (:class:`harness.EpochLoop`
+            keeps them), so ``fit`` resumes from the last one (removed once the checkpoint is stored).
     """
 
     validation: Sequence[Query] = ()
@@ -234,12 +234,12 @@ def _torch_version() -> str | None:
 
 def seed_everything(seed: int) -> None:
     """Seed Python, NumPy and (when installed) PyTorch, with deterministic CPU kernels."""
-    import numpy as np
+    import numpy as np  # numerics load when something trains, not with the module
 
     random.seed(seed)
     np.random.seed(seed)
     try:
-        import torch
+        import torch  # optional: the core does not depend on torch
     except ImportError:
         return
     torch.manual_seed(seed)
@@ -358,10 +358,10 @@ def plot_curve(checkpoint: Path, out: Path, title: str) -> bool:
     points = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
     if not points:
         return False
-    import matplotlib
+    import matplotlib  # optional (the leaderboard extra), and slow to import: only to draw
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after choosing the backend
 
     x_key = "step" if all("step" in p for p in points) else "epoch" if all("epoch" in p for p in points) else None
     xs = [p[x_key] for p in points] if x_key else list(range(len(points)))

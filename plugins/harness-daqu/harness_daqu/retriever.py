@@ -7,8 +7,9 @@ encode it with DAQu's two-level set encoding into ``q'`` and mix it into the que
 their document vectors. By default the candidates are the top ``candidates`` of a first stage
 (``first_stage``, the dense MiniLM preset); with ``candidates: null`` every candidate of the SKB
 is scored. Trained on the train split: DAQu's contrastive loss (Eq. 2) over in-batch and
-first-stage hard negatives, AdamW, early stopping on the validation split's MRR, an epoch
-checkpoint in ``context.work_dir`` after every epoch (resumed after a kill).
+first-stage hard negatives, AdamW, in the harness's training loop (``harness.EpochLoop``: early
+stopping on the validation split's MRR, the untrained model competing, an epoch checkpoint after
+every epoch, resumed after a kill).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import importlib.metadata
 import io
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -189,52 +190,51 @@ class DAQuRetriever(harness.Retriever):
         if live is not None:
             groups.append({"params": list(live.parameters()), "lr": o.encoder_lr})
         optimizer = torch.optim.AdamW(groups, weight_decay=o.weight_decay)
-        run = _resume(context.work_dir, self.network, live, optimizer)
-        first_epoch, looping = run["epoch"], time.perf_counter()
-        if validation and run["epoch"] == 0:  # the untrained model competes too: training must beat it
-            untrained = self._mrr(validation, live, context.device)
-            run.update(best=_weights(self.network, live), best_mrr=untrained, untrained_mrr=untrained)
+
+        def snapshot() -> dict[str, Any]:
+            return {**_weights(self.network, live), "optimizer": optimizer.state_dict()}
+
+        def restore(saved: Mapping[str, Any]) -> None:
+            self.network.load_state_dict(saved["network"])
+            if live is not None:
+                live.load_state_dict(saved["encoder"])
+            optimizer.load_state_dict(saved["optimizer"])
+
+        loop = harness.EpochLoop(
+            context,
+            o.epochs,
+            state=snapshot,
+            restore=restore,
+            metric="val_mrr" if validation else None,
+            patience=o.patience,
+            fail_at=o.fail_at_epoch,
+        )
+        loop.baseline(lambda: self._mrr(validation, live, context.device))  # training must beat the untrained model
         augmented = sum(e.meta.augmented for e in usable)
-        for epoch in range(run["epoch"] + 1, o.epochs + 1):
-            if run["stopped"]:
-                break
-            if epoch == o.fail_at_epoch:
-                raise RuntimeError(f"failure injected at epoch {epoch}")
-            torch.manual_seed(context.seed * 100_003 + epoch)  # dropout of a fine-tuned encoder: the same on resume
-            rng = np.random.default_rng([context.seed, epoch])
-            order = rng.permutation(len(usable))
+        for epoch in loop:
+            order = epoch.rng.permutation(len(usable))
             batches = [order[i : i + o.train_batch_size] for i in range(0, len(order), o.train_batch_size)]
             self.network.train()
             if live is not None:
                 live.train()
             losses = []
             with context.task(
-                f"daqu: epoch {epoch}/{o.epochs} ({len(usable)} queries, {augmented} with metadata)", len(batches)
+                f"daqu: epoch {epoch.number}/{o.epochs} ({len(usable)} queries, {augmented} with metadata)"
+                f"{loop.summary()}",
+                len(batches),
             ) as bar:
                 for chosen in batches:
                     optimizer.zero_grad()
-                    loss = self._loss([usable[i] for i in chosen], rng, live, context.device)
+                    loss = self._loss([usable[i] for i in chosen], epoch.rng, live, context.device)
                     if loss.requires_grad:  # not when nothing trainable entered it (no query with metadata)
                         loss.backward()
                         torch.nn.utils.clip_grad_norm_([p for g in groups for p in g["params"]], 1.0)
                         optimizer.step()
                     losses.append(float(loss.detach()))
                     bar.advance()
-            point: dict[str, float | int] = {"epoch": epoch, "loss": float(np.mean(losses))}
-            if validation:
-                point["val_mrr"] = self._mrr(validation, live, context.device)
-                if point["val_mrr"] > run["best_mrr"]:
-                    run.update(best=_weights(self.network, live), best_mrr=point["val_mrr"], best_epoch=epoch, stale=0)
-                else:
-                    run["stale"] += 1
-                run["stopped"] = run["stale"] >= o.patience
-            context.log(**point)
-            run["epoch"] = epoch
-            _save_epoch(context.work_dir, epoch, self.network, live, optimizer, run)
-        if validation and run["best"] is not None:
-            self.network.load_state_dict(run["best"]["network"])
-            if live is not None:
-                live.load_state_dict(run["best"]["encoder"])
+            scores = {"val_mrr": self._mrr(validation, live, context.device)} if validation else {}
+            loop.end(epoch, loss=float(np.mean(losses)), **scores)
+        loop.restore_best()
         if live is not None:
             live.save(str(context.checkpoint_dir / ENCODER))
         _torch_save(state(self.network), context.checkpoint_dir / CHECKPOINT)
@@ -242,10 +242,10 @@ class DAQuRetriever(harness.Retriever):
             "dimension": self.dimension,
             "options": self.params,
             "trained": {
-                "epochs": run["epoch"],
-                "best_epoch": run["best_epoch"] if validation else run["epoch"],
-                "best_val_mrr": run["best_mrr"] if validation else None,
-                "untrained_val_mrr": run.get("untrained_mrr"),
+                "epochs": loop.epoch,
+                "best_epoch": loop.kept_epoch,
+                "best_val_mrr": loop.best,
+                "untrained_val_mrr": loop.baseline_score,
                 "queries": len(usable),
                 "without_candidate_answer": len(examples) - len(usable),
                 "with_metadata": augmented,
@@ -253,7 +253,7 @@ class DAQuRetriever(harness.Retriever):
             },
         }
         harness.write_json(context.checkpoint_dir / META, meta)
-        context.report(run["epoch"] - first_epoch, len(usable), prepared, time.perf_counter() - looping)
+        loop.report(len(usable), prepared)
 
     def load_checkpoint(self, path: Path) -> None:
         import torch
@@ -575,35 +575,6 @@ def _torch_save(value: Any, path: Path) -> None:
     torch.save(value, buffer)
     with harness.atomic_write(path, "wb") as handle:
         handle.write(buffer.getvalue())
-
-
-def _save_epoch(work_dir: Path, epoch: int, network: Any, live: Any, optimizer: Any, run: dict[str, Any]) -> None:
-    """The epoch's checkpoint: weights, optimizer and early-stopping state, written atomically."""
-    payload = {**run, "weights": _weights(network, live), "optimizer": optimizer.state_dict()}
-    _torch_save(payload, work_dir / f"epoch-{epoch:03d}.pt")
-    for older in sorted(work_dir.glob("epoch-*.pt"))[:-2]:  # the last two are enough to resume
-        older.unlink(missing_ok=True)
-
-
-def _resume(work_dir: Path, network: Any, live: Any, optimizer: Any) -> dict[str, Any]:
-    """The state after the last readable epoch checkpoint in ``work_dir`` (weights and optimizer
-    restored), or the state before the first epoch."""
-    import torch
-
-    fresh = {"epoch": 0, "best": None, "best_mrr": -1.0, "best_epoch": 0, "stale": 0, "stopped": False}
-    fresh["untrained_mrr"] = None
-    for path in sorted(work_dir.glob("epoch-*.pt"), reverse=True):
-        try:
-            saved = torch.load(path, map_location="cpu", weights_only=True)
-            weights = saved.pop("weights")
-            network.load_state_dict(weights["network"])
-            if live is not None:
-                live.load_state_dict(weights["encoder"])
-            optimizer.load_state_dict(saved.pop("optimizer"))
-        except Exception:  # unreadable (cut short by a kill): an earlier one will do
-            continue
-        return {**fresh, **saved}
-    return fresh
 
 
 def _version(package: str) -> str | None:

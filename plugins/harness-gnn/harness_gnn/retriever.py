@@ -4,8 +4,8 @@ For each query: link its mentions to SKB nodes (names), take a first stage's can
 (``first_stage``, bm25 by default), build the bounded k-hop subgraph around both, add the query
 as a context node linked to the entities and the candidates, run typed message passing and score
 every candidate in the subgraph. Trained on the dataset's train split (softmax cross-entropy
-over each query's candidates, Adam, early stopping on the validation split, an epoch checkpoint
-in ``context.work_dir`` after every epoch, resumed after a kill).
+over each query's candidates, Adam) in the harness's training loop (``harness.EpochLoop``: early
+stopping on the validation split's MRR, an epoch checkpoint after every epoch, resumed after a kill).
 
 Rankings: the scored candidates by score, then the first stage's other results in its order.
 """
@@ -16,7 +16,7 @@ import contextlib
 import io
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -111,6 +111,8 @@ class QAGNNRetriever(harness.Reranker):
                 )
             return self
 
+    options: Options
+
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
         self.network: Any = None
@@ -146,21 +148,28 @@ class QAGNNRetriever(harness.Reranker):
         self.network = self._network(skb)
         self.network.to(context.device)
         optimizer = torch.optim.Adam(self.network.parameters(), lr=options.lr, weight_decay=options.weight_decay)
-        state = _resume(context.work_dir, self.network, optimizer)
-        first_epoch, looping = state["epoch"], time.perf_counter()
-        summary = f", best val_mrr {state['best_mrr']:.3f}" if validation and state["epoch"] else ""
-        for epoch in range(state["epoch"] + 1, options.epochs + 1):
-            if state["stopped"]:
-                break
-            if epoch == options.fail_at_epoch:
-                raise RuntimeError(f"failure injected at epoch {epoch}")
-            torch.manual_seed(context.seed * 100_003 + epoch)  # dropout: the same after a resume
-            order = np.random.default_rng([context.seed, epoch]).permutation(len(usable))
+
+        def restore(saved: Mapping[str, Any]) -> None:
+            self.network.load_state_dict(saved["network"])
+            optimizer.load_state_dict(saved["optimizer"])
+
+        loop = harness.EpochLoop(
+            context,
+            options.epochs,
+            state=lambda: {"network": _copy(self.network), "optimizer": optimizer.state_dict()},
+            restore=restore,
+            metric="val_mrr" if validation else None,
+            patience=options.patience,
+            fail_at=options.fail_at_epoch,
+        )
+        for epoch in loop:
+            order = epoch.rng.permutation(len(usable))
             batches = [order[i : i + options.train_batch_size] for i in range(0, len(order), options.train_batch_size)]
             self.network.train()
             losses = []
             with context.task(
-                f"qagnn: epoch {epoch}/{options.epochs} ({len(usable)} queries, {skipped} unreachable){summary}",
+                f"qagnn: epoch {epoch.number}/{options.epochs} ({len(usable)} queries, {skipped} unreachable)"
+                f"{loop.summary()}",
                 len(batches),
             ) as bar:
                 for chosen in batches:
@@ -175,29 +184,14 @@ class QAGNNRetriever(harness.Reranker):
                     losses.append(float(loss.detach()))
                     stepping, stepped = stepping + time.perf_counter() - step, stepped + len(chosen)
                     bar.advance()
-            point: dict[str, float | int] = {"epoch": epoch, "loss": float(np.mean(losses))}
-            ended = f", loss {point['loss']:.4f}"  # the next epoch's bar shows how this one ended
-            if validation:
-                point["val_mrr"] = self._mrr(validation, context.device)
-                if point["val_mrr"] > state["best_mrr"]:
-                    state.update(best=_copy(self.network), best_mrr=point["val_mrr"], best_epoch=epoch, stale=0)
-                else:
-                    state["stale"] += 1
-                state["stopped"] = state["stale"] >= options.patience
-                ended += (
-                    f", val_mrr {point['val_mrr']:.3f} (best {state['best_mrr']:.3f} at epoch {state['best_epoch']})"
-                )
-            summary = ended
-            context.log(**point)
-            state["epoch"] = epoch
-            _save_epoch(context.work_dir, epoch, self.network, optimizer, state)
-        if validation and state["best"] is not None:
-            self.network.load_state_dict(state["best"])
+            scores = {"val_mrr": self._mrr(validation, context.device)} if validation else {}
+            loop.end(epoch, loss=float(np.mean(losses)), **scores)
+        loop.restore_best()
         meta = self._meta(skb)
         meta["trained"] = {
-            "epochs": state["epoch"],
-            "best_epoch": state["best_epoch"] if validation else state["epoch"],
-            "best_val_mrr": state["best_mrr"] if validation else None,
+            "epochs": loop.epoch,
+            "best_epoch": loop.kept_epoch,
+            "best_val_mrr": loop.best,
             "queries": len(usable),
             "unreachable": skipped,
             # this attempt's: preparing the queries (first stage, encoding, subgraphs), then
@@ -207,8 +201,7 @@ class QAGNNRetriever(harness.Reranker):
         }
         _torch_save(_copy(self.network), context.checkpoint_dir / CHECKPOINT)
         harness.write_json(context.checkpoint_dir / META, meta)
-        # training seconds include validation and epoch checkpoints
-        context.report(state["epoch"] - first_epoch, len(usable), prepared, time.perf_counter() - looping)
+        loop.report(len(usable), prepared)  # training seconds include validation and epoch checkpoints
 
     def load_checkpoint(self, path: Path) -> None:
         import torch
@@ -480,29 +473,3 @@ def _torch_save(value: Any, path: Path) -> None:
     torch.save(value, buffer)
     with harness.atomic_write(path, "wb") as handle:
         handle.write(buffer.getvalue())
-
-
-def _save_epoch(work_dir: Path, epoch: int, network: Any, optimizer: Any, state: dict[str, Any]) -> None:
-    """The epoch's checkpoint: network, optimizer and early-stopping state (written atomically)."""
-    _torch_save(
-        {**state, "network": _copy(network), "optimizer": optimizer.state_dict()}, work_dir / f"epoch-{epoch:03d}.pt"
-    )
-    for older in sorted(work_dir.glob("epoch-*.pt"))[:-2]:  # the last two are enough to resume
-        older.unlink(missing_ok=True)
-
-
-def _resume(work_dir: Path, network: Any, optimizer: Any) -> dict[str, Any]:
-    """The state after the last epoch checkpoint in ``work_dir`` that loads (the network and the
-    optimizer restored), or the state before the first epoch."""
-    import torch
-
-    fresh = {"epoch": 0, "best": None, "best_mrr": -1.0, "best_epoch": 0, "stale": 0, "stopped": False}
-    for path in sorted(work_dir.glob("epoch-*.pt"), reverse=True):
-        try:
-            saved = torch.load(path, map_location="cpu", weights_only=True)
-            network.load_state_dict(saved.pop("network"))
-            optimizer.load_state_dict(saved.pop("optimizer"))
-        except Exception:  # unreadable (cut short by a kill): an earlier one will do
-            continue
-        return {**fresh, **saved}
-    return fresh

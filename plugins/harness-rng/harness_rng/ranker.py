@@ -12,7 +12,6 @@ softmax is spread over the forms whose execution holds a gold answer, in proport
 from __future__ import annotations
 
 import contextlib
-import io
 import logging
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -127,11 +126,3 @@ def group_loss(logits: Any, target: Any) -> Any:
     import torch
 
     return -(target * torch.log_softmax(logits, dim=-1)).sum()
-
-
-def torch_bytes(value: Any) -> bytes:
-    import torch
-
-    buffer = io.BytesIO()
-    torch.save(value, buffer)
-    return buffer.getvalue()

@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -31,7 +31,7 @@ import harness
 from harness_dense.embeddings import DEFAULT_MODEL, resolve_model
 from harness_rng.forms import Candidate, Enumeration, Forms, f1
 from harness_rng.generator import Generated, choose, prompt
-from harness_rng.ranker import Ranker, group_loss, torch_bytes
+from harness_rng.ranker import Ranker, group_loss
 
 RANKER, META = "ranker", "rng.json"
 FALLBACKS = ("no-linked-entity", "no-executable-form")
@@ -210,8 +210,22 @@ class RnGRetriever(harness.Retriever):
         validation = self._examples(forms, context.validation, context, "validation")
         prepared = time.perf_counter() - started
         optimizer = torch.optim.AdamW(self.ranker.trainable(), lr=options.lr, weight_decay=options.weight_decay)
-        state = _resume(context.work_dir, self.ranker, optimizer)
-        if state["epoch"] == 0:  # the coverage, once (a resumed training logged it already)
+        ranker = self.ranker
+
+        def restore(saved: Mapping[str, Any]) -> None:
+            ranker.load_state(saved["ranker"])
+            optimizer.load_state_dict(saved["optimizer"])
+
+        loop = harness.EpochLoop(
+            context,
+            options.epochs,
+            state=lambda: {"ranker": ranker.state(), "optimizer": optimizer.state_dict()},
+            restore=restore,
+            metric="val_f1" if validation else None,
+            patience=options.patience,
+            fail_at=options.fail_at_epoch,
+        )
+        if loop.epoch == 0:  # the coverage, once (a resumed training logged it already)
             context.log(
                 epoch=0,
                 train_queries=len(examples),
@@ -220,32 +234,15 @@ class RnGRetriever(harness.Retriever):
                 forms_per_query=float(np.mean([len(e.forms) for e in examples])) if examples else 0.0,
                 **({"val_f1": self._val_f1(validation)} if validation else {}),
             )
-        first_epoch, looping = state["epoch"], time.perf_counter()
-        for epoch in range(state["epoch"] + 1, options.epochs + 1):
-            if state["stopped"]:
-                break
-            if epoch == options.fail_at_epoch:
-                raise RuntimeError(f"failure injected at epoch {epoch}")
-            loss = self._epoch(usable, epoch, context, optimizer)
-            point: dict[str, float | int] = {"epoch": epoch, "loss": loss}
-            if validation:
-                point["val_f1"] = self._val_f1(validation)
-                if point["val_f1"] > state["best_f1"]:
-                    state.update(best_f1=point["val_f1"], best_epoch=epoch, stale=0)
-                    _write_bytes(context.work_dir / "best.pt", torch_bytes(self.ranker.state()))
-                else:
-                    state["stale"] += 1
-                state["stopped"] = state["stale"] >= options.patience
-            context.log(**point)
-            state["epoch"] = epoch
-            _save_epoch(context.work_dir, epoch, self.ranker, optimizer, state)
-        if validation and state["best_epoch"] and (context.work_dir / "best.pt").exists():
-            self.ranker.load_state(torch.load(context.work_dir / "best.pt", map_location="cpu", weights_only=True))
+        for epoch in loop:
+            loss = self._epoch(usable, epoch, context, optimizer, loop.summary())
+            loop.end(epoch, loss=loss, **({"val_f1": self._val_f1(validation)} if validation else {}))
+        loop.restore_best()
         self.ranker.save(context.checkpoint_dir / RANKER)
         trained = {
-            "epochs": state["epoch"],
-            "best_epoch": state["best_epoch"] if validation else state["epoch"],
-            "best_val_f1": state["best_f1"] if validation else None,
+            "epochs": loop.epoch,
+            "best_epoch": loop.kept_epoch,
+            "best_val_f1": loop.best,
             "train_queries": len(examples),
             # queries with a form whose execution holds a gold answer; usable: also another form to contrast
             "covered_queries": len(covered),
@@ -255,7 +252,7 @@ class RnGRetriever(harness.Retriever):
         }
         self.meta = {"options": self.params, "trained": trained}
         harness.write_json(context.checkpoint_dir / META, self.meta)
-        context.report(state["epoch"] - first_epoch, len(usable), prepared, time.perf_counter() - looping)
+        loop.report(len(usable), prepared)
 
     def load_checkpoint(self, path: Path) -> None:
         self.meta = json.loads((path / META).read_text(encoding="utf-8"))
@@ -461,18 +458,19 @@ class RnGRetriever(harness.Retriever):
         return examples
 
     # -- training --------------------------------------------------------------------
-    def _epoch(self, usable: Sequence[Example], epoch: int, context: harness.TrainContext, optimizer: Any) -> float:
+    def _epoch(
+        self, usable: Sequence[Example], epoch: harness.Epoch, context: harness.TrainContext, optimizer: Any, last: str
+    ) -> float:
         import torch
 
         assert self.ranker is not None
         options = self.options
-        rng = np.random.default_rng([context.seed, epoch])
-        groups = [self._group(e, rng, epoch > 1 and options.bootstrap) for e in usable]
-        torch.manual_seed(context.seed * 100_003 + epoch)  # dropout: the same after a resume
-        order = rng.permutation(len(groups))
+        groups = [self._group(e, epoch.rng, epoch.number > 1 and options.bootstrap) for e in usable]
+        order = epoch.rng.permutation(len(groups))
         batches = [order[i : i + options.train_batch_size] for i in range(0, len(order), options.train_batch_size)]
         losses = []
-        with context.task(f"rng-kbqa: epoch {epoch}/{options.epochs} ({len(groups)} queries)", len(batches)) as bar:
+        title = f"rng-kbqa: epoch {epoch.number}/{options.epochs} ({len(groups)} queries){last}"
+        with context.task(title, len(batches)) as bar:
             for chosen in batches:
                 self.ranker.network.train()
                 optimizer.zero_grad()
@@ -538,35 +536,3 @@ def _version(package: str) -> str | None:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
         return None
-
-
-def _write_bytes(path: Path, data: bytes) -> None:
-    with harness.atomic_write(path, "wb") as handle:
-        handle.write(data)
-
-
-def _save_epoch(work_dir: Path, epoch: int, ranker: Ranker, optimizer: Any, state: dict[str, Any]) -> None:
-    """The epoch's checkpoint: the trainable weights, the optimizer and the early-stopping state."""
-    _write_bytes(
-        work_dir / f"epoch-{epoch:03d}.pt",
-        torch_bytes({"state": state, "ranker": ranker.state(), "optimizer": optimizer.state_dict()}),
-    )
-    for older in sorted(work_dir.glob("epoch-*.pt"))[:-1]:  # the last one is enough to resume
-        older.unlink(missing_ok=True)
-
-
-def _resume(work_dir: Path, ranker: Ranker, optimizer: Any) -> dict[str, Any]:
-    """The state after the last epoch checkpoint in ``work_dir`` that loads (weights and
-    optimizer restored), or the state before the first epoch."""
-    import torch
-
-    fresh = {"epoch": 0, "best_f1": -1.0, "best_epoch": 0, "stale": 0, "stopped": False}
-    for path in sorted(work_dir.glob("epoch-*.pt"), reverse=True):
-        try:
-            saved = torch.load(path, map_location="cpu", weights_only=True)
-            ranker.load_state(saved["ranker"])
-            optimizer.load_state_dict(saved["optimizer"])
-        except Exception:  # unreadable (cut short by a kill): start again from an earlier one
-            continue
-        return {**fresh, **saved["state"]}
-    return fresh

