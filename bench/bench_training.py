@@ -121,7 +121,7 @@ def examples_child(registry: str, dataset: str, out: str, device: str) -> dict[s
     from harness.run.resolve import resolve_dataset, resolve_retrievers
     from harness.training import seed_everything
     from harness_dense.embeddings import resolve_model_path
-    from harness_dense.finetune import Examples
+    from harness_dense.finetune_data import Examples
 
     plugins = get_plugin_manager()
     registry_ = load_registry(registry, plugins)

@@ -120,8 +120,8 @@ def _modules_after(code: str, env: dict[str, str] | None = None) -> set[str]:
         capture_output=True,
         text=True,
         env=env,
-        check=True,
     )
+    assert done.returncode == 0, done.stderr[-3000:]
     return set(json.loads(done.stdout.strip().splitlines()[-1]))
 
 

@@ -8,7 +8,7 @@ import json
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
@@ -21,7 +21,7 @@ from transformers.trainer_callback import (
 
 import harness
 from harness_dense.embeddings import resolve_model
-from harness_dense.finetune import COMPLETE, Examples, Validation, batches
+from harness_dense.finetune_data import COMPLETE, Examples, Validation, batches
 
 try:  # where sentence-transformers 5 keeps them (the old paths still work there, with a warning)
     from sentence_transformers.base.sampler import DefaultBatchSampler
@@ -32,13 +32,10 @@ except ImportError:  # pragma: no cover - sentence-transformers 3 and 4
     from sentence_transformers.losses import MultipleNegativesRankingLoss
     from sentence_transformers.sampler import DefaultBatchSampler
 
-if TYPE_CHECKING:
-    from harness_dense.finetune import FineTunedDenseRetriever
-
 
 class _Batches(DefaultBatchSampler):
     """Shuffled by the seed and the epoch (a resumed epoch draws the same batches), cut by
-    :func:`harness_dense.finetune.batches`."""
+    :func:`harness_dense.finetune_data.batches`."""
 
     def __init__(self, dataset: Any, groups: Any, **kwargs: Any) -> None:
         super().__init__(dataset, **kwargs)
@@ -164,7 +161,7 @@ def _resumable(output: Path) -> Path | None:
 
 
 def train_model(
-    retriever: FineTunedDenseRetriever,
+    retriever: harness.Retriever,
     examples: Examples,
     validation: Validation | None,
     precision: str,
@@ -174,7 +171,7 @@ def train_model(
     """Fine-tune the base model on ``examples`` and write it to ``context.checkpoint_dir / "model"``,
     with ``fit.json`` (what was trained, how far, from where; ``prepared``: the seconds mining
     and pooling took)."""
-    o = retriever.options
+    o: Any = retriever.options  # the FineTunedDenseRetriever's FineTuneOptions
     path, _ = resolve_model(o.model)
     model = SentenceTransformer(str(path), device=context.device, local_files_only=True)
     if o.max_length:

