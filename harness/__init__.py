@@ -79,7 +79,7 @@ _EXPORTS: dict[str, str] = {
     "make_executor": "harness.plugins.executors",
     "executor_options": "harness.plugins.executors",
     "executor_from_options": "harness.plugins.executors",
-    "TrainContext": "harness.training",
+    "TrainContext": "harness.retriever",
     "TrainingInfo": "harness.training",
     "EpochLoop": "harness.training.loop",
     "Epoch": "harness.training.loop",
@@ -163,12 +163,12 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at runtime the names load on fi
     from harness.plugins.executors import executor_from_options, executor_options, make_executor
     from harness.plugins.hookspecs import Register, hookimpl, hookspec
     from harness.queries import Query, QuerySet, load_stark_layout, read_stark_csv, write_stark_csv
-    from harness.retriever import BuildContext, ProgressTask, Ranking, Reranker, Retriever
+    from harness.retriever import BuildContext, ProgressTask, Ranking, Reranker, Retriever, TrainContext
     from harness.retry import Retryable, RetryPolicy
     from harness.retry import classify as classify_failure
     from harness.retry import describe as describe_failure
     from harness.run.outcome import RunOutcome
     from harness.run.resolve import load_dataset
     from harness.skb import SKB, EdgeType, compact_text, row_offsets, sort_edges
-    from harness.training import TrainContext, TrainingInfo
+    from harness.training import TrainingInfo
     from harness.training.loop import Epoch, EpochLoop

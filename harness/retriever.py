@@ -9,6 +9,7 @@ the same SKB, from ``context.retriever(name)``. Hybrid fusion does this; so does
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -20,6 +21,7 @@ import numpy as np
 from pydantic import Field
 
 from harness.executors import Executor, LocalExecutor
+from harness.io import write_json
 from harness.options import Options, parse_options
 from harness.queries import Query
 from harness.skb import SKB
@@ -122,6 +124,55 @@ class BuildContext:
             task.advance()
 
 
+@dataclass
+class TrainContext(BuildContext):
+    """What ``fit`` receives besides the SKB and the training queries.
+
+    Attributes:
+        validation: queries for early stopping and model selection (may be empty).
+        seed: the seed (Python, NumPy and PyTorch are seeded with it before ``fit``).
+        checkpoint_dir: write the trained model here; :meth:`Retriever.load_checkpoint`
+            reads it back. It becomes the cache entry when ``fit`` returns.
+        work_dir: kept across a kill: epoch checkpoints go here (:class:`harness.EpochLoop`
+            keeps them), so ``fit`` resumes from the last one (removed once the checkpoint is stored).
+    """
+
+    validation: Sequence[Query] = ()
+    seed: int = 0
+    checkpoint_dir: Path = Path()
+    work_dir: Path = Path()
+    _curve: list[dict[str, Any]] = field(default_factory=list)
+    _subset: list[Query] | None = None
+
+    def trains_on(self, queries: Sequence[Query]) -> None:
+        """Say that ``fit`` trains on these queries of the split only (a sample, say): the row
+        records their number and digest next to the split's."""
+        self._subset = list(queries)
+
+    def log(self, **values: float | int) -> None:
+        """Record a point of the training curve (``epoch=1, loss=0.42, val_mrr=0.31``)."""
+        point = {key: (float(v) if isinstance(v, float) else int(v)) for key, v in values.items()}
+        self._curve.append(point)
+        with open(self.work_dir / "curve.jsonl", "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(point) + "\n")
+
+    def report(self, epochs: int, examples: int, prepare_seconds: float, train_seconds: float, **extra: Any) -> None:
+        """Record what this attempt trained, in ``checkpoint_dir/fit.json`` (what
+        ``bench/bench_training.py`` reads for throughput): ``epochs`` run now (a resumed attempt
+        counts its own), ``examples`` per epoch, the seconds preparing (mining, encoding, …)
+        and training; ``extra``: anything else worth keeping beside the checkpoint."""
+        seconds = {"prepare": round(prepare_seconds, 3), "train": round(train_seconds, 3)}
+        fit = {"epochs": epochs, "examples": examples, **extra, "seconds": seconds}
+        write_json(self.checkpoint_dir / "fit.json", fit)
+
+    def curve(self) -> list[dict[str, Any]]:
+        """The points logged so far, those of an interrupted earlier attempt included."""
+        path = self.work_dir / "curve.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
 class Retriever(ABC):
     """Base class for retrievers. Subclass, set ``name``, declare ``Options``, implement
     ``build`` and ``search``.
@@ -157,7 +208,7 @@ class Retriever(ABC):
         """Every parameter with the value that runs (JSON types): what rows record and hash."""
         return self.options.model_dump(mode="json")
 
-    def fit(self, skb: SKB, train: Sequence[Query], context: Any) -> None:  # noqa: B027
+    def fit(self, skb: SKB, train: Sequence[Query], context: TrainContext) -> None:  # noqa: B027
         """Train on ``train`` (called only when ``regime == "trained"`` and no checkpoint of
         this training exists). ``context`` is a :class:`harness.TrainContext`: write the model to
         ``context.checkpoint_dir``, epoch checkpoints to ``context.work_dir`` (resume from the
@@ -221,15 +272,17 @@ class Reranker(Retriever):
         first_stage: str = Field(description="the retriever whose results are reranked (registry entry or plugin)")
         candidates: int = Field(20, gt=0, description="how many of the first stage's results to rerank")
 
+    options: Options
+
     def uses(self) -> list[str]:
-        return [self.options.first_stage]  # type: ignore[attr-defined]
+        return [self.options.first_stage]
 
     def build(self, skb: SKB, context: BuildContext) -> None:
-        self.first_stage = context.retriever(self.options.first_stage)  # type: ignore[attr-defined]
+        self.first_stage = context.retriever(self.options.first_stage)
 
     def search(self, queries: Sequence[Query], k: int, top_ranked: Sequence[Ranking] | None = None) -> list[Ranking]:
         if top_ranked is None:
-            top_ranked = self.first_stage.search(queries, self.options.candidates)  # type: ignore[attr-defined]
+            top_ranked = self.first_stage.search(queries, self.options.candidates)
         return self.rerank(queries, top_ranked, k)
 
     @abstractmethod

@@ -32,7 +32,7 @@ import random
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,59 +43,10 @@ from harness.errors import HarnessError
 from harness.io import atomic_write, replace_dir, stable_hash, write_json
 from harness.machine import hardware
 from harness.queries import Query
-from harness.retriever import BuildContext, Retriever
+from harness.retriever import BuildContext, Retriever, TrainContext
 from harness.skb import SKB
 
 __all__ = ["TrainContext", "TrainingInfo", "TrainingPlan", "ensure_trained", "plan_training", "plot_curve"]
-
-
-@dataclass
-class TrainContext(BuildContext):
-    """What ``fit`` receives besides the SKB and the training queries.
-
-    Attributes:
-        validation: queries for early stopping and model selection (may be empty).
-        seed: the seed (Python, NumPy and PyTorch are seeded with it before ``fit``).
-        checkpoint_dir: write the trained model here; :meth:`Retriever.load_checkpoint`
-            reads it back. It becomes the cache entry when ``fit`` returns.
-        work_dir: kept across a kill: epoch checkpoints go here (:class:`harness.EpochLoop`
-            keeps them), so ``fit`` resumes from the last one (removed once the checkpoint is stored).
-    """
-
-    validation: Sequence[Query] = ()
-    seed: int = 0
-    checkpoint_dir: Path = Path()
-    work_dir: Path = Path()
-    _curve: list[dict[str, Any]] = field(default_factory=list)
-    _subset: list[Query] | None = None
-
-    def trains_on(self, queries: Sequence[Query]) -> None:
-        """Say that ``fit`` trains on these queries of the split only (a sample, say): the row
-        records their number and digest next to the split's."""
-        self._subset = list(queries)
-
-    def log(self, **values: float | int) -> None:
-        """Record a point of the training curve (``epoch=1, loss=0.42, val_mrr=0.31``)."""
-        point = {key: (float(v) if isinstance(v, float) else int(v)) for key, v in values.items()}
-        self._curve.append(point)
-        with open(self.work_dir / "curve.jsonl", "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(point) + "\n")
-
-    def report(self, epochs: int, examples: int, prepare_seconds: float, train_seconds: float, **extra: Any) -> None:
-        """Record what this attempt trained, in ``checkpoint_dir/fit.json`` (what
-        ``bench/bench_training.py`` reads for throughput): ``epochs`` run now (a resumed attempt
-        counts its own), ``examples`` per epoch, the seconds preparing (mining, encoding, …)
-        and training; ``extra``: anything else worth keeping beside the checkpoint."""
-        seconds = {"prepare": round(prepare_seconds, 3), "train": round(train_seconds, 3)}
-        fit = {"epochs": epochs, "examples": examples, **extra, "seconds": seconds}
-        write_json(self.checkpoint_dir / "fit.json", fit)
-
-    def curve(self) -> list[dict[str, Any]]:
-        """The points logged so far, those of an interrupted earlier attempt included."""
-        path = self.work_dir / "curve.jsonl"
-        if not path.exists():
-            return []
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 class TrainingInfo(BaseModel):
