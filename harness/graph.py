@@ -20,6 +20,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -137,7 +138,7 @@ _STEP = re.compile(r"\s*(-(?P<out>[\w]+)->|<-(?P<in>[\w]+)-)\s*(?P<type>[\w/]+)"
 @dataclass(frozen=True)
 class Hop:
     relation: str
-    direction: str  # "out" or "in"
+    direction: Literal["out", "in"]
     node_type: str
 
     def __str__(self) -> str:
@@ -160,7 +161,7 @@ class RelationPath:
             match = _STEP.match(rest, position)
             if match is None:
                 raise HarnessError(f"relation path {spec!r}: cannot read {rest[position:]!r}")
-            direction = "out" if match.group("out") else "in"
+            direction: Literal["out", "in"] = "out" if match.group("out") else "in"
             hops.append(Hop(match.group("out") or match.group("in"), direction, match.group("type")))
             position = match.end()
         if not start or not hops:
@@ -196,7 +197,7 @@ def reach(skb: SKB, start: int | np.ndarray, hops: Sequence[Hop], limit: int | N
         if hop.node_type not in skb.node_type_names:
             raise HarnessError(f"SKB {skb.name!r} has no node type {hop.node_type!r}")
         wanted = skb.node_type_names.index(hop.node_type)
-        found = [skb.neighbors(int(n), hop.relation, hop.direction) for n in frontier]  # type: ignore[arg-type]
+        found = [skb.neighbors(int(n), hop.relation, hop.direction) for n in frontier]
         frontier = np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
         frontier = frontier[skb.node_types[frontier] == wanted]
         if limit is not None and len(frontier) > limit:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import difflib
 import typing
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -44,7 +44,10 @@ class DocumentOptions(Options):
     compact: bool = Field(False, description="documents folded onto one line (STaRK's ColBERT and multi-vector)")
 
 
-def parse_options(options: type[Options], params: dict[str, Any] | None, what: str) -> Options:
+M = TypeVar("M", bound=BaseModel)
+
+
+def parse_options(options: type[M], params: dict[str, Any] | None, what: str) -> M:
     """``params`` validated against ``options``, or one :class:`HarnessError` listing every problem
     (each with the value given and the type expected)."""
     try:

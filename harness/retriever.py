@@ -272,17 +272,18 @@ class Reranker(Retriever):
         first_stage: str = Field(description="the retriever whose results are reranked (registry entry or plugin)")
         candidates: int = Field(20, gt=0, description="how many of the first stage's results to rerank")
 
-    options: Options
+    # `self.options` stays typed as harness.Options: a reranker's Options need only have these two
+    # fields, not subclass this class (harness-gnn's derives DocumentOptions), hence the ignores below
 
     def uses(self) -> list[str]:
-        return [self.options.first_stage]
+        return [self.options.first_stage]  # type: ignore[attr-defined]
 
     def build(self, skb: SKB, context: BuildContext) -> None:
-        self.first_stage = context.retriever(self.options.first_stage)
+        self.first_stage = context.retriever(self.options.first_stage)  # type: ignore[attr-defined]
 
     def search(self, queries: Sequence[Query], k: int, top_ranked: Sequence[Ranking] | None = None) -> list[Ranking]:
         if top_ranked is None:
-            top_ranked = self.first_stage.search(queries, self.options.candidates)
+            top_ranked = self.first_stage.search(queries, self.options.candidates)  # type: ignore[attr-defined]
         return self.rerank(queries, top_ranked, k)
 
     @abstractmethod

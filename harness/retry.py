@@ -144,7 +144,7 @@ class RetryPolicy:
         """Seconds to wait after failed attempt number ``attempt`` (0-based)."""
         if after is not None:  # the server said when; a little jitter so clients do not return together
             return min(after * (1 + 0.1 * random.random()), self.max_delay)
-        return min(self.backoff * (2**attempt) * (0.5 + random.random()), self.max_delay)
+        return min(self.backoff * (2.0**attempt) * (0.5 + random.random()), self.max_delay)
 
     def run(
         self,

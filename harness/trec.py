@@ -24,7 +24,7 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Literal, TextIO
+from typing import IO, Literal
 
 import numpy as np
 
@@ -46,7 +46,7 @@ def strictly_decreasing(scores: Sequence[float] | np.ndarray) -> np.ndarray:
     return out
 
 
-def write_run(handle: TextIO, qid: str, docids: Iterable[str], scores: Iterable[float], tag: str) -> None:
+def write_run(handle: IO[str], qid: str, docids: Iterable[str], scores: Iterable[float], tag: str) -> None:
     """One query's ranking, best first, with strictly decreasing scores (see the module doc)."""
     docids = list(docids)
     values = strictly_decreasing(list(scores))
@@ -58,7 +58,7 @@ def write_run(handle: TextIO, qid: str, docids: Iterable[str], scores: Iterable[
         handle.write(f"{qid} Q0 {docid} {rank} {score!r} {tag}\n")
 
 
-def write_qrels(handle: TextIO, judgements: Iterable[tuple[str, Iterable[str], Iterable[str]]]) -> None:
+def write_qrels(handle: IO[str], judgements: Iterable[tuple[str, Iterable[str], Iterable[str]]]) -> None:
     """Binary qrels from ``(qid, relevant, judged not relevant)``: ``qid 0 docid 1`` or ``0``.
 
     A query with no relevant document still needs a line (relevance 0), or ``trec_eval -c``

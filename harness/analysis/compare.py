@@ -19,6 +19,9 @@ from typing import Any
 import numpy as np
 
 from harness.errors import HarnessError, require
+from harness.queries import sample
+from harness.run import dataset_from_row
+from harness.run.record import ComponentInfo, queries_digest
 
 __all__ = ["compare_runs", "load_per_query", "paired_test", "query_groups"]
 
@@ -106,9 +109,6 @@ def query_groups(run: str | Path, field: str, data_dir: str | None = None) -> di
     """Query id → the value of ``metadata[field]`` of the queries the run evaluated, read from
     the dataset its ``config.json`` names (rebuilt from its plugin and parameters). Refuses when
     the dataset's queries are no longer the ones the run evaluated, or no query has the field."""
-    from harness.queries import sample
-    from harness.run import dataset_from_row
-    from harness.run.record import ComponentInfo, queries_digest
 
     path = Path(run)
     try:

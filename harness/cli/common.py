@@ -69,8 +69,9 @@ def _parse_params(ctx: click.Context, param: click.Parameter, values: tuple[str,
             raise click.BadParameter(f"{item!r}: expected KEY=VALUE, e.g. -p k1=0.9", ctx, param)
         try:
             params[key.strip()] = yaml.safe_load(text) if text.strip() else None
-        except yaml.YAMLError as exc:
-            raise click.BadParameter(f"{item!r}: the value is not YAML ({exc.problem})", ctx, param) from None
+        except yaml.YAMLError as exc:  # a ReaderError (a control character) has no `problem`, only its message
+            problem = exc.problem if isinstance(exc, yaml.MarkedYAMLError) else str(exc).splitlines()[0]
+            raise click.BadParameter(f"{item!r}: the value is not YAML ({problem})", ctx, param) from None
     return params
 
 

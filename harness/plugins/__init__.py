@@ -102,7 +102,7 @@ class PluginManager:
                 self.load_directory(directory)
 
     # -- what plugins may add -----------------------------------------------------------
-    def add_hookspecs(self, module: object) -> None:
+    def add_hookspecs(self, module: ModuleType | type[Any]) -> None:
         """Hook specifications a plugin offers other plugins (call from ``add_hookspecs``); a
         module already added is not added again."""
         if module not in self._hookspec_modules:
@@ -313,7 +313,8 @@ class _KindBase:
     kind whose components are all registered by path costs no import until one is used."""
 
     def __init__(self, named: type[Any] | str) -> None:
-        self.named, self.error = named, None
+        self.named = named
+        self.error: str | None = None
         self._class: type[Any] | None = None if isinstance(named, str) else named
 
     def __call__(self) -> type[Any]:

@@ -7,7 +7,7 @@ import importlib
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from harness.errors import HarnessError
 
@@ -132,7 +132,7 @@ def clash_message(kind: str, name: str, owners: list[str]) -> str:
 
 
 def component_name(component: type[Any]) -> str:
-    return getattr(component, "family", None) or getattr(component, "name", "")
+    return cast(str, getattr(component, "family", None) or getattr(component, "name", ""))
 
 
 def describe_exception(exc: BaseException) -> str:

@@ -4,7 +4,7 @@ command such as ``harness synthesize``) to choose one."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -29,12 +29,13 @@ def make_executor(name: str, params: dict[str, Any] | None = None, plugins: Plug
     if plugins is None:
         plugins = get_plugin_manager()
     components = plugins.components
-    known = components.by_kind.get("executor", {})
+    known: Mapping[str, type[Any]] = components.by_kind.get("executor", {})
     if name not in known and (("executor", name) not in components.clashes):
         hint = f" (pip install '{_PLUGINS[name]}')" if name in _PLUGINS else ""
         names = ", ".join(sorted({LocalExecutor.name, *known}))
         raise HarnessError(f"unknown executor {name!r}{hint}; known: {names}{components.failure_hint()}")
-    return components.get("executor", name)(**(params or {}))
+    executor: type[Executor] = components.get("executor", name)  # registered as an Executor subclass
+    return executor(**(params or {}))
 
 
 def executor_options(command: Callable[..., Any] | None = None, *, devices: bool = True) -> Any:

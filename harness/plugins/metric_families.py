@@ -72,7 +72,7 @@ class HitRate(Metric):
     trec_eval_cut = "success"
 
     def per_query(self, hits: np.ndarray, n_relevant: np.ndarray) -> np.ndarray:
-        return self.top(hits).any(axis=1).astype(np.float64)
+        return np.asarray(self.top(hits).any(axis=1), dtype=np.float64)
 
 
 class Recall(Metric):

@@ -200,9 +200,11 @@ class CheckedRetriever(Retriever):
 
     def __init__(self, component: Component, is_candidate: np.ndarray, dropped: dict[str, int]) -> None:
         self.component, self.inner = component, component.instance
-        self.name, self.regime, self.batch_size = component.name, self.inner.regime, self.inner.batch_size
-        # class attributes Retriever defines would otherwise hide the inner retriever's values
-        self.version, self.reranks, self.options = self.inner.version, self.inner.reranks, self.inner.options
+        # class attributes Retriever defines would otherwise hide the inner retriever's values (they
+        # are ClassVars there, which mypy lets no instance set: this one mirrors another's)
+        inner = self.inner
+        self.name, self.regime, self.batch_size = component.name, inner.regime, inner.batch_size  # type: ignore[misc]
+        self.version, self.reranks, self.options = inner.version, inner.reranks, inner.options  # type: ignore[misc]
         self._is_candidate, self._dropped = is_candidate, dropped
 
     def build(self, skb: SKB, context: BuildContext) -> None:

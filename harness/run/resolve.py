@@ -63,9 +63,9 @@ class RunSpec:
 
     def describe(self) -> str:
         instance = self.main.instance
-        chain = (
-            f"{instance.options.first_stage} → {self.retriever}" if isinstance(instance, Reranker) else self.retriever
-        )
+        chain = self.retriever
+        if isinstance(instance, Reranker):  # its Options have first_stage (not necessarily Reranker.Options)
+            chain = f"{instance.options.first_stage} → {self.retriever}"  # type: ignore[attr-defined]
         extra = f", {self.sample:.0%} sample" if self.sample else ""
         return f"{chain} on {self.dataset}/{self.split} (k={self.k}{extra})"
 
@@ -211,8 +211,10 @@ def resolve(
     given_dataset = adopt("dataset", dataset) if isinstance(dataset, Dataset) else None
     if given is not None and retriever_params:
         raise HarnessError("retriever parameters go to the retriever's constructor when it is given constructed")
-    retriever = given.name if given is not None else (retriever or registry.defaults.retriever)
-    dataset = given_dataset.name if given_dataset is not None else (dataset or registry.defaults.dataset)
+    named = None if isinstance(retriever, Retriever) else retriever  # from here on, names
+    named_dataset = None if isinstance(dataset, Dataset) else dataset
+    retriever = given.name if given is not None else (named or registry.defaults.retriever)
+    dataset = given_dataset.name if given_dataset is not None else (named_dataset or registry.defaults.dataset)
     if retriever is None:
         raise HarnessError("no retriever given and the registry names no default (--retriever NAME)")
     if dataset is None:
@@ -310,7 +312,8 @@ def load_dataset(name: str, data_dir: str | None = None, registry_path: str | No
 
     plugins = get_plugin_manager()
     params = {"data_dir": data_dir} if data_dir else None
-    return resolve_dataset(load_registry(registry_path, plugins), plugins, name, params).instance
+    dataset: Dataset = resolve_dataset(load_registry(registry_path, plugins), plugins, name, params).instance
+    return dataset
 
 
 def dataset_from_row(info: ComponentInfo, data_dir: str | None = None) -> Dataset:
@@ -318,4 +321,5 @@ def dataset_from_row(info: ComponentInfo, data_dir: str | None = None) -> Datase
     (``data_dir`` overrides where the files are)."""
 
     params = {**info.params, **({"data_dir": data_dir} if data_dir else {})}
-    return construct(get_plugin_manager(), "dataset", info.name, info.plugin, params).instance
+    dataset: Dataset = construct(get_plugin_manager(), "dataset", info.name, info.plugin, params).instance
+    return dataset

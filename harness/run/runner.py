@@ -80,11 +80,11 @@ class Runner:
     def __init__(
         self,
         plugins: Any,
-        output_dir: str | Path = "runs",
+        output_dir: str | os.PathLike[str] = "runs",
         device: str = "auto",
         batch_size: int | None = None,
         progress: ProgressFactory | None = None,
-        cache_dir: str | Path | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
         fresh: bool = False,
         train_split: str = "train",
         validation_split: str | None = "val",

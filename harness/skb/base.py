@@ -14,7 +14,7 @@ import json
 import lzma
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import numpy as np
 
@@ -125,7 +125,7 @@ class SKB:
         return len(self.src)
 
     def node_type(self, node: int) -> str:
-        return self.node_type_names[self.node_types[node]]
+        return self.node_type_names[int(self.node_types[node])]
 
     def nodes_of_type(self, node_type: str) -> np.ndarray:
         if node_type not in self.node_type_names:
@@ -174,6 +174,10 @@ class SKB:
             self._in = CSR.build(self.dst, self.src, self.edge_type, self.num_nodes)
         return self._in
 
+    def _sides(self) -> tuple[Literal["out", "in"], ...]:
+        """The directions stored: one when the edges are undirected."""
+        return ("out",) if self.undirected else ("out", "in")
+
     def neighbors(self, node: int, relation: str | None = None, direction: Direction = "both") -> np.ndarray:
         """Ids of ``node``'s neighbours, optionally through one relation and direction.
 
@@ -182,7 +186,7 @@ class SKB:
         rel = None if relation is None else self.relation(relation)
         symmetric = rel is not None and self.edge_types[rel].symmetric
         parts = []
-        for side in ("out",) if self.undirected else ("out", "in"):
+        for side in self._sides():
             if direction not in (side, "both") and not symmetric and not self.undirected:
                 continue
             ids, types = self._csr(side).row(node)
@@ -192,13 +196,13 @@ class SKB:
     def relations(self, node: int) -> dict[str, np.ndarray]:
         """Neighbours grouped by the text that reads from ``node`` ("depends on", ...)."""
         grouped: dict[str, list[np.ndarray]] = {}
-        for side in ("out",) if self.undirected else ("out", "in"):
-            ids, types = self._csr(side).row(node)  # type: ignore[arg-type]
+        for side in self._sides():
+            ids, types = self._csr(side).row(node)
             if not len(ids):
                 continue
             bounds = np.flatnonzero(np.diff(types)) + 1
             for chunk_ids, chunk_types in zip(np.split(ids, bounds), np.split(types, bounds), strict=True):
-                label = self.edge_types[int(chunk_types[0])].text(side)  # type: ignore[arg-type]
+                label = self.edge_types[int(chunk_types[0])].text(side)
                 grouped.setdefault(label, []).append(chunk_ids)
         return {label: np.unique(np.concatenate(parts)) for label, parts in grouped.items()}
 
@@ -295,7 +299,7 @@ class SKB:
         return directory
 
     @classmethod
-    def load(cls, directory: str | Path) -> SKB:
+    def load(cls, directory: str | Path) -> Self:
         """Read an SKB written by :meth:`save`.
 
         The first load also compiles it into the cache (keyed by the files' digests): graph
@@ -303,7 +307,7 @@ class SKB:
         return load_compiled(cls, Path(directory))
 
     @classmethod
-    def parse(cls, directory: str | Path) -> SKB:
+    def parse(cls, directory: str | Path) -> Self:
         """Read an SKB written by :meth:`save` from its files, without the cache."""
         directory = Path(directory)
         meta_path = directory / "skb.json"

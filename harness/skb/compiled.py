@@ -17,7 +17,7 @@ import sys
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, Self, TypeVar
 
 import numpy as np
 
@@ -30,7 +30,15 @@ from harness.skb.arrays import EdgeType, row_offsets, sort_edges
 LAYOUT = "harness-skb-compiled/1"
 _ARRAYS = ("node_types", "src", "dst", "edge_type", "indptr")
 
-S = TypeVar("S")
+
+class _Parses(Protocol):
+    """An SKB class (harness.skb.base imports this module): ``parse`` reads its files uncached."""
+
+    @classmethod
+    def parse(cls, directory: str | Path) -> Self: ...
+
+
+S = TypeVar("S", bound=_Parses)
 
 
 class Records(Sequence[Any]):
@@ -82,7 +90,7 @@ def load_compiled(cls: type[S], directory: Path) -> S:
     usable cache directory the SKB is parsed, with a warning."""
     files = sorted(p for p in directory.iterdir() if p.is_file()) if directory.is_dir() else []
     if not files:
-        return cls.parse(directory)  # type: ignore[attr-defined]  # its error names what is missing
+        return cls.parse(directory)  # its error names what is missing
     key = _key(cls, files)
     entry = cache_root() / "skb" / key
     try:
@@ -90,14 +98,14 @@ def load_compiled(cls: type[S], directory: Path) -> S:
         lock.__enter__()
     except OSError as exc:
         print(f"warning: cannot use the cache at {entry.parent} ({exc}); reading {directory} uncached", file=sys.stderr)
-        return cls.parse(directory)  # type: ignore[attr-defined]
+        return cls.parse(directory)
     try:
         if verified_entry(entry):
             try:
                 return _open(cls, entry)
             except (HarnessError, OSError, ValueError, KeyError, TypeError, pickle.UnpicklingError) as exc:
                 discard_entry(entry, f"cannot be opened: {exc}")
-        skb = cls.parse(directory)  # type: ignore[attr-defined]
+        skb = cls.parse(directory)
         if _key(cls, files) != key:  # the files changed while being read: keep nothing of them
             return skb
         try:

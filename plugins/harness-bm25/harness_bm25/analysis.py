@@ -107,6 +107,7 @@ class _Chunks(dict[bytes, Any]):
 
     def __missing__(self, chunk: bytes) -> Any:
         core = chunk.strip(b":.',;")  # joiners at either end join nothing
+        value: str | tuple[str, ...] | None
         if core.isalnum() and len(core) <= _MAX_TOKEN:  # one plain word (most chunks)
             word = core.decode("ascii")
             value = None if word in LUCENE_STOPWORDS else self._analyzer.stem(word)

@@ -161,7 +161,7 @@ class BM25Retriever(harness.Retriever):
                 harness.discard_entry(directory, f"cannot be loaded: {type(exc).__name__}: {exc}")
         lucene = self._lucene()
         with context.task("bm25: read + analyze documents", len(ids)) as task:
-            corpus = []
+            corpus: list[Any] = []  # each document's tokens (Lucene's analysis), else the document
             for document in skb.documents(ids, with_relations=self.options.with_relations):
                 corpus.append(lucene(document) if lucene is not None else document)
                 task.advance()

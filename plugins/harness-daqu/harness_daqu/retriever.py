@@ -186,7 +186,9 @@ class DAQuRetriever(harness.Retriever):
         self.network = DAQu(self.dimension, o.lam, o.pooling).to(context.device)
         if not o.train_query:
             self.network.query.requires_grad_(False)  # stays the identity: q is the base encoder's
-        groups = [{"params": [p for p in self.network.parameters() if p.requires_grad], "lr": o.lr}]
+        groups: list[dict[str, Any]] = [
+            {"params": [p for p in self.network.parameters() if p.requires_grad], "lr": o.lr}
+        ]
         if live is not None:
             groups.append({"params": list(live.parameters()), "lr": o.encoder_lr})
         optimizer = torch.optim.AdamW(groups, weight_decay=o.weight_decay)
@@ -414,7 +416,8 @@ class DAQuRetriever(harness.Retriever):
         import torch
 
         o = self.options
-        chosen, grad, column, column_query = [], [], [], []
+        chosen, column, column_query = [], [], []
+        grad: list[np.ndarray | list[bool]] = []
         offset = 0
         for i, example in enumerate(examples):
             columns = example.meta.columns

@@ -261,11 +261,11 @@ def check(root: Path) -> str:
     independent = Independent(skb)
     problems, lines = [], []
     for qid in QUERIES:  # the judged candidate sets, recomputed with separate code
-        mine, judged = independent.candidates(specs[qid].where), set(judged_candidates.get(qid, {}))
-        if mine != judged:
+        mine, judged_ids = independent.candidates(specs[qid].where), set(judged_candidates.get(qid, {}))
+        if mine != judged_ids:
             problems.append(
                 f"query {qid}: independent candidates differ from judgements.yaml "
-                f"(only here: {sorted(mine - judged)[:5]}, only judged: {sorted(judged - mine)[:5]})"
+                f"(only here: {sorted(mine - judged_ids)[:5]}, only judged: {sorted(judged_ids - mine)[:5]})"
             )
     read_total = extras_total = admitted = near = before = 0
     for qid in QUERIES:

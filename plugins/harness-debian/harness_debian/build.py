@@ -41,7 +41,7 @@ import subprocess
 import sys
 import unicodedata
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -138,7 +138,7 @@ def build(packages_path: Path, translations_path: Path, release: str, version: i
     package_id = {name: i for i, name in enumerate(names)}
     node_types = [0] * len(names)
     node_names: list[str] = list(names)
-    fields: list[dict[str, object]] = []
+    fields: list[Mapping[str, object]] = []
     extra: dict[tuple[int, str], int] = {}
 
     def entity(type_id: int, key: str, name: str, node_fields: dict[str, object]) -> int:

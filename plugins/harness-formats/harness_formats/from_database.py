@@ -13,11 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import harness
 from harness_formats.build import SKBBuilder
 from harness_formats.tables import scalar, text
+
+if TYPE_CHECKING:  # SQLAlchemy is imported when a database is read
+    from sqlalchemy import Select
 
 
 @dataclass
@@ -142,7 +145,7 @@ class Database:
 
         texts = set(columns)
         with self.engine.connect() as connection:
-            statement = select(*(column(c) for c in columns)).select_from(table(name))
+            statement: Select[*tuple[Any, ...]] = select(*(column(c) for c in columns)).select_from(table(name))
             for row in connection.execution_options(stream_results=True, yield_per=4096).execute(statement):
                 for c, value in zip(columns, row, strict=True):
                     if value is not None and not isinstance(value, str):
@@ -173,7 +176,7 @@ class Database:
         """The table's rows as mappings, in ``order`` (a total order, so imports repeat exactly)."""
         from sqlalchemy import column, select, table
 
-        statement = select(*(column(c) for c in info.columns)).select_from(table(info.name))
+        statement: Select[*tuple[Any, ...]] = select(*(column(c) for c in info.columns)).select_from(table(info.name))
         statement = statement.order_by(*(column(c) for c in order))
         with self.engine.connect() as connection:
             result = connection.execution_options(stream_results=True, yield_per=4096).execute(statement)
@@ -225,11 +228,11 @@ def read_database(
     try:
         for name in nodes:
             _read_node_table(db, builder, tables[name], name_columns.get(name), lookups, pending, track)
-        for relation, src, fk, key, node_id, table_name in pending:
-            dst = lookups[(fk.target, fk.target_columns)].get(key)
+        for relation, src, fk, values, node_id, table_name in pending:
+            dst = lookups[(fk.target, fk.target_columns)].get(values)
             if dst is None:
                 raise harness.HarnessError(
-                    f"{db.where(table_name, repr(node_id), ','.join(fk.columns))}: {','.join(key)} is no row of "
+                    f"{db.where(table_name, repr(node_id), ','.join(fk.columns))}: {','.join(values)} is no row of "
                     f"table {fk.target!r} (column {','.join(fk.target_columns)})"
                 )
             builder.add_edge(src, dst, relation)
@@ -287,13 +290,13 @@ def _read_node_table(
             node_fields = {c: value for c in fields if (value := text(values[c])) is not None}
             node = builder.add_node(node_id, info.name, name, node_fields, source, position)
             for columns, lookup in mine.items():
-                value = _key([values[c] for c in columns])
-                if value is not None:
-                    lookup[value] = node
+                found = _key([values[c] for c in columns])
+                if found is not None:
+                    lookup[found] = node
             for relation, fk in relations:
-                value = _key([values[c] for c in fk.columns])
-                if value is not None:  # NULL: no edge
-                    pending.append((relation, node, fk, value, node_id, info.name))
+                found = _key([values[c] for c in fk.columns])
+                if found is not None:  # NULL: no edge
+                    pending.append((relation, node, fk, found, node_id, info.name))
         progress(total)
 
 

@@ -170,7 +170,7 @@ def write_hf(
         columns = {key: [row[i] for row in judged] for i, key in enumerate(("query_id", "corpus_id", "score"))}
         pq.write_table(pa.table(columns, schema=schemas["qrels"]), parquet / "qrels" / f"{name}.parquet")
 
-    meta = {
+    meta: dict[str, Any] = {
         "format": FORMAT,
         "source": source,
         "skb": {

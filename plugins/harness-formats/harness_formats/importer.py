@@ -139,7 +139,7 @@ def db(database: str, name_columns: tuple[str, ...], exclude: tuple[str, ...], *
     builder = SKBBuilder()
     with progress_bars() as track:
         read = read_database(source, builder, names, track)
-        provenance = {"command": "db", "database": source.shown, **read, "excluded": list(exclude)}
+        provenance: dict[str, Any] = {"command": "db", "database": source.shown, **read, "excluded": list(exclude)}
         # not silently: the columns that are neither text nor keys (numbers, dates, blobs)
         provenance["columns_left_out"] = source.left_out()
         provenance["name_columns"] = names

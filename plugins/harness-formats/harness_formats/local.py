@@ -21,6 +21,8 @@ class LocalDataset(harness.DirectoryDataset):
             None, description="the directory holding skb/ and qa/ (what `harness import --out` wrote); required"
         )
 
+    options: Options
+
     @property
     def root(self) -> Path:
         # Optional in Options so that listing datasets never needs it; required to load anything.

@@ -39,7 +39,7 @@ class TextEncoder(LocalEncoder):
     def __init__(self, model: str, max_length: int | None, batch_size: int, device: str) -> None:
         super().__init__(model, batch_size=batch_size, max_length=max_length, device=device)
 
-    def encode(self, texts: Sequence[str], kind: str = "document") -> np.ndarray:  # type: ignore[override]
+    def encode(self, texts: Sequence[str], kind: str = "document") -> np.ndarray:
         return super().encode(texts, kind)
 
 

@@ -53,6 +53,8 @@ class Batch:
 class QAGNN(nn.Module):
     """Context node + typed message passing + candidate scorer."""
 
+    basis: torch.Tensor  # a buffer (register_buffer below)
+
     def __init__(
         self,
         text_dim: int,

@@ -228,7 +228,11 @@ class QAGNNRetriever(harness.Reranker):
         self, queries: Sequence[harness.Query], k: int, top_ranked: Sequence[harness.Ranking] | None = None
     ) -> list[harness.Ranking]:
         given = top_ranked is not None
-        first = list(top_ranked) if given else self.first_stage.search(queries, max(k, self.options.candidates))
+        first = (
+            list(top_ranked)
+            if top_ranked is not None
+            else self.first_stage.search(queries, max(k, self.options.candidates))
+        )
         examples = self._examples(queries, first, None, None, graph_candidates=not given)
         return [ranking.top(k) for ranking in self._rankings(examples, self.device)]
 

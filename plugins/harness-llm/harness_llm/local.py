@@ -81,7 +81,8 @@ class LocalLLM(ResilientLLM):
                 where = {"pretrained_model_name_or_path": str(path.parent), "gguf_file": path.name}
             tokenizer = AutoTokenizer.from_pretrained(**where)
             model = AutoModelForCausalLM.from_pretrained(**where, torch_dtype=torch.float32)
-            model.to(self.device).eval()
+            # transformers types `to` as functools.wraps(nn.Module.to) made it: unbound (model first)
+            model.to(self.device).eval()  # type: ignore[arg-type]
             self._loaded = (tokenizer, model)
         return self._loaded
 

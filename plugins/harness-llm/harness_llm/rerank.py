@@ -140,7 +140,7 @@ class LLMReranker(harness.Reranker):
         ]
 
     def _pointwise(self, query: Query, candidates: Ranking, k: int) -> Ranking:
-        assert self._llm is not None
+        assert self._llm is not None and self.options.max_tokens is not None  # the latter derived by Options
         ids = candidates.ids
         prompts = [self._prompt(query, node) for node in ids]
         answers = self._llm.complete_many(prompts, max_tokens=self.options.max_tokens)
@@ -162,7 +162,7 @@ class LLMReranker(harness.Reranker):
 
     # -- listwise ------------------------------------------------------------------------
     def _listwise(self, query: Query, candidates: Ranking, k: int) -> Ranking:
-        assert self._llm is not None
+        assert self._llm is not None and self.options.max_tokens is not None  # the latter derived by Options
         ids = candidates.ids
         listing = "\n\n".join(f"[{i + 1}] {self._document(node)}" for i, node in enumerate(ids))
         prompt = [

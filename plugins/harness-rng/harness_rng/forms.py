@@ -24,6 +24,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -90,7 +91,7 @@ class Form:
             words = []
             for i in range(len(part.path.hops) - 1, -1, -1):
                 hop = part.path.hops[i]
-                back = "in" if hop.direction == "out" else "out"  # read from the far end
+                back: Literal["in", "out"] = "in" if hop.direction == "out" else "out"  # read from the far end
                 label = labels[hop.relation].text(back) if hop.relation in labels else hop.relation
                 words.append(f"{label} {types[i]}")
             pieces.append(" ".join(words) + f" {part.anchor.name}")

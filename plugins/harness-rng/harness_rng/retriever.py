@@ -276,7 +276,7 @@ class RnGRetriever(harness.Retriever):
             self._llm = get_llm(options.llm, **params)  # type: ignore[arg-type]
 
     def usage(self) -> dict[str, Any]:
-        counts = dict(self._counts)
+        counts: dict[str, Any] = dict(self._counts)
         queries = counts["queries"]
         counts["execution_success_rate"] = round(counts["executed"] / queries, 4) if queries else None
         if self.options.generator == "llm":

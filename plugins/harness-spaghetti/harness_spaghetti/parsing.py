@@ -145,8 +145,8 @@ def read_answer(text: str, max_constraints: int) -> list[Constraint]:
         if isinstance(data, list):
             for item in data:
                 if isinstance(item, dict) and isinstance(item.get("path"), str):
-                    anchor = item.get("anchor", item.get("entity", ""))
-                    found.append(Constraint(_unquote(str(anchor)), _unquote(item["path"])))
+                    named = item.get("anchor", item.get("entity", ""))
+                    found.append(Constraint(_unquote(str(named)), _unquote(item["path"])))
     if not found:
         anchor: str | None = None
         for match in _LINE.finditer(text):

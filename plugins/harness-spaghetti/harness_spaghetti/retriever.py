@@ -47,6 +47,10 @@ _VERDICT = re.compile(r"\b(yes|no|true|false)\b", re.I)
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
 
 
+def _default_sources() -> list[Source]:
+    return ["kb", "text", "tables"]
+
+
 def parse_verdict(answer: str) -> bool | None:
     """The first yes/no (or true/false) in ``answer``; None when there is none."""
     match = _VERDICT.search(answer)
@@ -114,7 +118,7 @@ class SpaghettiRetriever(harness.Retriever):
             "llm_params.base_url of a local server",
         )
         sources: list[Source] = Field(
-            default_factory=lambda: ["kb", "text", "tables"],
+            default_factory=_default_sources,
             description="kb: the LLM's structured query, executed; text: the text retriever; tables: the "
             "retriever over linearized relations; llm: answers the LLM names itself",
         )
@@ -308,7 +312,8 @@ class SpaghettiRetriever(harness.Retriever):
 
     def _link(self, text: str) -> list[LinkedEntity]:
         assert self._linker is not None and self._skb is not None
-        skb, entities = self._skb, []
+        skb = self._skb
+        entities: list[LinkedEntity] = []
         for mention, nodes in self._linker.mentions(text):
             for node in nodes:
                 if len(entities) < self.options.max_entities:

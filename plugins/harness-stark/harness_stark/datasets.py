@@ -32,6 +32,7 @@ class StarkDataset(harness.Dataset):
     skb_class: ClassVar[type[StarkSKB]]
     variant: ClassVar[str | None] = None
     Options = StarkOptions
+    options: StarkOptions
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)

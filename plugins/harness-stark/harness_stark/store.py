@@ -35,6 +35,15 @@ _WINDOW = 1000  # entries whose objects stay memoized, so that sharing between t
 class _StreamingUnpickler(pickle._Unpickler):  # the pure-Python reader exposes its opcodes
     """Unpickles a top-level dict, passing each (key, value) to ``sink`` instead of keeping it."""
 
+    # the pure-Python reader's own state and helpers, which typeshed leaves out
+    stack: list[Any]
+    metastack: list[list[Any]]
+    memo: dict[int, Any]
+    append: Callable[[Any], None]
+    read: Callable[[int], bytes]
+    readline: Callable[[], bytes]
+    pop_mark: Callable[[], list[Any]]
+
     def __init__(self, handle: BinaryIO, sink: Callable[[Any, Any], None]) -> None:
         super().__init__(handle)
         self.sink = sink

@@ -16,6 +16,7 @@ Debian SKB.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -475,7 +476,7 @@ def ground(
             node = gold
             types = [path.slot_type, *(h.node_type for h in path.hops[:-1])]
             for hop, previous_type in zip(reversed(path.hops), reversed(types), strict=True):
-                back = "in" if hop.direction == "out" else "out"
+                back: Literal["in", "out"] = "in" if hop.direction == "out" else "out"
                 options = skb.neighbors(node, hop.relation, back)
                 options = options[skb.node_types[options] == skb.node_type_names.index(previous_type)]
                 options = options[options != gold]
