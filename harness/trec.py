@@ -34,16 +34,36 @@ from harness.errors import HarnessError
 def strictly_decreasing(scores: Sequence[float] | np.ndarray) -> np.ndarray:
     """``scores`` (non-increasing) as float32, every tie lowered to the next float32 below the
     score before it (one float32 step per tied entry), so that sorting by score alone — in
-    float32, as trec_eval 9 and pytrec_eval do, or in double — gives back the same order."""
+    float32, as trec_eval 9 and pytrec_eval do, or in double — gives back the same order.
+
+    Computed on the float32 values' order-preserving integer keys (one step is one key, -0.0 and
+    +0.0 one key): the recurrence ``out[i] = min(key[i], out[i-1] - 1)`` is a running minimum of
+    ``key[i] + i``, less ``i``, so a ranking of any length costs a few vector operations."""
     out = np.asarray(scores, dtype=np.float64).astype(np.float32)
-    if len(out) > 1 and not np.all(out[1:] < out[:-1]):
-        lowest = np.float32(-np.inf)
-        for i in range(1, len(out)):
-            if out[i] >= out[i - 1]:
-                out[i] = np.nextafter(out[i - 1], lowest)
+    if len(out) > 1 and not np.all(out[1:] < out[:-1]) and not np.any(np.isnan(out) | (out == -np.inf)):
+        out = _lowered(out)  # (NaN and -inf are never lowered: only refused, below)
     if not np.all(np.isfinite(out)):
         raise HarnessError("scores outside the range of 32-bit floats cannot be written to a TREC run")
     return out
+
+
+def _lowered(out: np.ndarray) -> np.ndarray:
+    bits = out.view(np.int32).astype(np.int64)
+    # the sign-magnitude bits as an ordered integer, -0.0 folded onto +0.0
+    keys = np.where(bits >= 0, bits, -(bits & 0x7FFFFFFF))
+    steps = np.arange(len(keys), dtype=np.int64)
+    lowered = np.minimum.accumulate(keys + steps) - steps
+    if lowered[-1] < _LOWEST_KEY:  # lowered past the lowest float32: -inf, refused
+        out[-1] = -np.inf
+        return out
+    changed = lowered != keys
+    raw = np.where(lowered >= 0, lowered, (-lowered) | np.int64(-0x80000000))
+    out[changed] = raw[changed].astype(np.int64).astype(np.uint32).view(np.float32)
+    return out
+
+
+#: the key of the lowest finite float32
+_LOWEST_KEY = -int(np.array(np.finfo(np.float32).max, dtype=np.float32).view(np.int32))
 
 
 def write_run(handle: IO[str], qid: str, docids: Iterable[str], scores: Iterable[float], tag: str) -> None:

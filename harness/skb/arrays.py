@@ -4,10 +4,16 @@ STaRK's way of folding a document onto one line."""
 from __future__ import annotations
 
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+
+#: set while the compiled cache opens an SKB whose layout it wrote itself and whose entry's
+#: digests were verified: the linear checks of ``indptr`` (re-counting every edge) are skipped
+#: then, the constant-time ones kept
+TRUSTED_LAYOUT: ContextVar[bool] = ContextVar("harness_skb_trusted_layout", default=False)
 
 
 @dataclass(frozen=True)

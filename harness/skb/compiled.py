@@ -24,7 +24,7 @@ import numpy as np
 from harness.caches import discard_entry, entry_lock, file_digest, verified_entry, write_manifest
 from harness.errors import HarnessError
 from harness.io import atomic_dir, cache_root, stable_hash
-from harness.skb.arrays import EdgeType, row_offsets, sort_edges
+from harness.skb.arrays import TRUSTED_LAYOUT, EdgeType, row_offsets, sort_edges
 
 #: Part of the cache key: bump it whenever what is compiled, or how, changes.
 LAYOUT = "harness-skb-compiled/1"
@@ -152,13 +152,20 @@ def _meta(skb: Any) -> dict[str, Any]:
 
 
 def _open(cls: type[S], entry: Path) -> S:
-
     meta = json.loads((entry / "skb.json").read_text(encoding="utf-8"))
     if meta.get("layout") != LAYOUT:
         raise HarnessError(f"layout {meta.get('layout')!r}, expected {LAYOUT!r}")
     arrays = {name: np.load(entry / f"{name}.npy", mmap_mode="r") for name in _ARRAYS}
     with (entry / "names.pkl").open("rb") as handle:
         names = pickle.load(handle)
+    trusted = TRUSTED_LAYOUT.set(True)
+    try:
+        return _construct(cls, entry, meta, arrays, names)
+    finally:
+        TRUSTED_LAYOUT.reset(trusted)
+
+
+def _construct(cls: type[S], entry: Path, meta: dict[str, Any], arrays: dict[str, Any], names: Any) -> S:
     return cls(  # type: ignore[call-arg]
         name=meta["name"],
         description=meta["description"],

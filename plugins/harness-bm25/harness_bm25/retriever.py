@@ -21,6 +21,7 @@ from pydantic import Field, model_validator
 import harness
 from harness_bm25.analysis import ANALYZER_VERSION, LuceneEnglishAnalyzer
 from harness_bm25.norms import rescore_like_lucene
+from harness_bm25.saved import SavedIndex
 
 __all__ = ["BM25Retriever"]
 
@@ -146,12 +147,11 @@ class BM25Retriever(harness.Retriever):
             self._build(skb, context, directory)
 
     def _build(self, skb: harness.SKB, context: harness.BuildContext, directory: Path) -> None:
-        import bm25s
-
         ids = skb.candidate_ids
         if harness.verified_entry(directory):
             try:
-                index = bm25s.BM25.load(str(directory))
+                # read without bm25s where it can be (no scipy import on a warm run), else by bm25s
+                index: Any = SavedIndex.load(directory) or _bm25s().BM25.load(str(directory))
                 stored = np.load(directory / "node_ids.npy")
                 if np.array_equal(stored, ids):
                     self._index, self._ids = index, stored
@@ -159,6 +159,7 @@ class BM25Retriever(harness.Retriever):
                 harness.discard_entry(directory, "its node ids are not this SKB's candidates")
             except Exception as exc:
                 harness.discard_entry(directory, f"cannot be loaded: {type(exc).__name__}: {exc}")
+        bm25s = _bm25s()
         lucene = self._lucene()
         with context.task("bm25: read + analyze documents", len(ids)) as task:
             corpus: list[Any] = []  # each document's tokens (Lucene's analysis), else the document
@@ -188,11 +189,11 @@ class BM25Retriever(harness.Retriever):
     ) -> list[harness.Ranking]:
         if self._index is None or self._ids is None:
             raise harness.HarnessError("bm25: search() before build()")
-        import bm25s
-
         tokens = self._tokenize([q.text for q in queries])
-        if isinstance(tokens, bm25s.tokenization.Tokenized):
-            tokens = bm25s.tokenization.convert_tokenized_to_string_list(tokens)
+        if self._lucene() is None:  # bm25s's analysis (which imported bm25s already): its tokens as strings
+            bm25s = _bm25s()
+            if isinstance(tokens, bm25s.tokenization.Tokenized):
+                tokens = bm25s.tokenization.convert_tokenized_to_string_list(tokens)
         depth = min(k, len(self._ids))
         rankings = []
         for query_tokens in tokens:
@@ -212,6 +213,12 @@ class BM25Retriever(harness.Retriever):
                 positions, row_scores = positions[keep], row_scores[keep]
             rankings.append(harness.Ranking(self._ids[positions], row_scores))
         return rankings
+
+
+def _bm25s() -> Any:
+    import bm25s  # imports scipy.sparse: only to build an index, or to analyze with bm25s's tokenizer
+
+    return bm25s
 
 
 def _versions(packages: tuple[str, ...]) -> dict[str, str | None]:
