@@ -11,14 +11,16 @@ from __future__ import annotations
 import ast
 import csv
 import json
+import pickle
 import random
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.caches import discard_entry, entry_lock, file_digest, verified_entry, write_manifest
 from harness.errors import HarnessError
-from harness.io import atomic_write
+from harness.io import atomic_dir, atomic_write, cache_root, stable_hash
 
 HUMAN_SPLIT = "human-generated"
 
@@ -126,10 +128,46 @@ def load_stark_layout(root: str | Path, name: str | None = None) -> QuerySet:
     """Load a query set laid out as STaRK's ``qa/<dataset>/`` directory.
 
     Splits: one per ``split/*.index`` file over ``stark_qa.csv``, plus ``human-generated``
-    when ``stark_qa_human_generated_eval.csv`` exists.
+    when ``stark_qa_human_generated_eval.csv`` exists. What is parsed is kept in the cache under
+    the files' digests (verified when read), so a second load reads no CSV.
     """
     root = Path(root)
     name = name or root.name
+    files = _layout_files(root)
+    if not files:
+        raise HarnessError(f"no STaRK query files under {root} (expected stark_qa/stark_qa.csv)")
+    key = stable_hash([_CACHE_LAYOUT, [[path.relative_to(root).as_posix(), file_digest(path)] for path in files]], 32)
+    entry = cache_root() / "queries" / key
+    if verified_entry(entry):
+        try:
+            with (entry / "splits.pkl").open("rb") as handle:
+                return QuerySet(name, pickle.load(handle))
+        except Exception as exc:  # a damaged entry: parsed again and replaced
+            discard_entry(entry, f"cannot be read ({type(exc).__name__}: {exc})")
+    splits = _parse_layout(root)
+    try:
+        with entry_lock(entry, "caching the parsed queries"):
+            if not verified_entry(entry):
+                with atomic_dir(entry) as tmp:
+                    with (tmp / "splits.pkl").open("wb") as handle:
+                        pickle.dump(splits, handle, protocol=pickle.HIGHEST_PROTOCOL)
+                    write_manifest(tmp)
+    except OSError:
+        pass  # a read-only or full cache: the queries were parsed, nothing is lost
+    return QuerySet(name, splits)
+
+
+#: bump when what ``_parse_layout`` makes of the same files changes
+_CACHE_LAYOUT = 1
+
+
+def _layout_files(root: Path) -> list[Path]:
+    """The files a STaRK layout's splits are read from, in a fixed order."""
+    found = [root / "stark_qa" / "stark_qa.csv", root / "stark_qa" / "stark_qa_human_generated_eval.csv"]
+    return [path for path in found if path.is_file()] + sorted((root / "split").glob("*.index"))
+
+
+def _parse_layout(root: Path) -> dict[str, list[Query]]:
     splits: dict[str, list[Query]] = {}
     synthesized = root / "stark_qa" / "stark_qa.csv"
     if synthesized.exists():
@@ -153,7 +191,7 @@ def load_stark_layout(root: str | Path, name: str | None = None) -> QuerySet:
         splits[HUMAN_SPLIT] = read_stark_csv(human)
     if not splits:
         raise HarnessError(f"no STaRK query files under {root} (expected stark_qa/stark_qa.csv)")
-    return QuerySet(name, splits)
+    return splits
 
 
 def write_stark_csv(path: Path, queries: Iterable[Query]) -> None:
