@@ -121,6 +121,7 @@ def test_param_overrides_a_retriever_parameter_like_a_registry_entry() -> None:
     for args, message in [
         (["-p", "min_overlap"], "'min_overlap': expected KEY=VALUE"),
         (["-p", "min_overlap=[1"], "the value is not YAML"),
+        (["-p", "min_overlap=1\x01"], "the value is not YAML (unacceptable character"),  # a ReaderError
         (["-p", "min_overlap=many"], "min_overlap"),
         (["-p", "colour=red"], "colour"),
     ]:

@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import install_contributing_plugin
-
 import harness
 from harness.plugins import PluginManager
 
@@ -78,10 +76,12 @@ def register_datasets(register):
 """
 
 
-def test_contributing_example_plugin_installs_and_runs_on_the_core_alone(tmp_path: Path) -> None:
+def test_contributing_example_plugin_installs_and_runs_on_the_core_alone(
+    contributing_plugin: tuple[list[str], dict[str, str]], tmp_path: Path
+) -> None:
     """The documented plugin, installed by its entry point, with no other installed plugin: a
     dataset from a single-file plugin is all it needs."""
-    harness_cli, env = install_contributing_plugin(tmp_path)
+    harness_cli, env = contributing_plugin
     datasets = tmp_path / "datasets"
     datasets.mkdir()
     (datasets / "tiny_dataset.py").write_text(TINY_DATASET_PLUGIN)
@@ -108,7 +108,7 @@ def test_contributing_example_plugin_installs_and_runs_on_the_core_alone(tmp_pat
     assert row["retriever"]["params"] == {"min_length": 3}
     assert row["num_queries"] == 6 and 0.5 <= row["metrics"]["hit@1"] < 1
     # a run made outside this process is held to trec_eval's implementations too
-    from trec_reference import check_run_dir
+    from harness.testing import check_run_dir
 
     assert check_run_dir(tmp_path / outcome["run_dir"])["pytrec_eval"] > 0
 
@@ -121,7 +121,8 @@ def test_readme_commands_exist() -> None:
     # CI installs what the README's test command installs, step by step
     tests = re.search(r"## Run the tests\n\n```bash\n(.*?)\n```", readme, flags=re.DOTALL).group(1)
     steps = [step.strip() for step in tests.split("&&")]
-    assert steps[-1] == "python -m pytest"
+    assert steps[-1] == "python -m pytest -n auto"  # in parallel (pytest-xdist)
+    assert ci.rstrip().splitlines()[-1] == steps[-1], "CI ends with the README's test command"
     for step in steps[:-1]:
         assert step.startswith("pip install "), step
         assert f"python -m pip install --quiet {step.removeprefix('pip install ')}" in ci, step

@@ -26,15 +26,15 @@ from harness.run.registry import parse_registry
 from harness.run.shards import shard_size
 
 REGISTRY = """
-defaults: {dataset: tiny, retriever: lexical, split: test, k: 3}
+defaults: {dataset: plain, retriever: lexical, split: test, k: 3}
 datasets:
-  tiny: {plugin: tiny, splits: [test]}
+  plain: {plugin: plain, splits: [test]}
 retrievers:
   lexical: {plugin: overlap}
   flipped: {plugin: flip, params: {first_stage: lexical, candidates: 3}}
 """
 
-#: queries over the tiny SKB: many, so that they make several shards
+#: queries over the plain SKB: many, so that they make several shards
 QUERIES = [
     [i, text, [answer]]
     for i, (text, answer) in enumerate(
@@ -109,10 +109,10 @@ class Plugin:
 
 
 @pytest.fixture
-def manager(tiny_plugins: PluginManager) -> PluginManager:
-    tiny_plugins.register(Plugin(), "cluster-plugin")
+def manager(plain_plugins: PluginManager) -> PluginManager:
+    plain_plugins.register(Plugin(), "cluster-plugin")
     Cluster.built = []
-    return tiny_plugins
+    return plain_plugins
 
 
 def _run(manager: PluginManager, out: Path, retriever: str, executor: harness.Executor | None = None) -> Any:

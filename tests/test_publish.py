@@ -28,9 +28,9 @@ from harness.run.registry import parse_registry
 METRICS = ["hit@1", "recall@3", "mrr"]
 REGISTRY = """
 datasets:
-  tiny: {plugin: tiny, splits: [test]}
-  tiny-short:
-    plugin: tiny
+  plain: {plugin: plain, splits: [test]}
+  plain-short:
+    plugin: plain
     params: {queries: [[1, "kettle", [1]], [2, "steel frying pan", [3]], [3, "heavy pot", [4]]]}
 retrievers:
   overlap: {plugin: overlap}
@@ -69,19 +69,19 @@ class AsksLLMPlugin:
 
 
 @pytest.fixture
-def board(tiny_plugins: PluginManager, tmp_path: Path) -> Path:
-    """A leaderboard of four rows on ``tiny`` (one of them LLM-at-query-time on a 50% sample)
-    and one on ``tiny-short``, merged as submissions are."""
-    tiny_plugins.register(AsksLLMPlugin(), "asks-llm-plugin")
+def board(plain_plugins: PluginManager, tmp_path: Path) -> Path:
+    """A leaderboard of four rows on ``plain`` (one of them LLM-at-query-time on a 50% sample)
+    and one on ``plain-short``, merged as submissions are."""
+    plain_plugins.register(AsksLLMPlugin(), "asks-llm-plugin")
     registry = parse_registry(REGISTRY, "publish.yaml")
-    runner = Runner(tiny_plugins, output_dir=tmp_path / "runs", device="cpu")
+    runner = Runner(plain_plugins, output_dir=tmp_path / "runs", device="cpu")
     runs = [
-        runner.run(resolve(registry, tiny_plugins, retriever, dataset, "test", 3, METRICS, sample_fraction=sample))
+        runner.run(resolve(registry, plain_plugins, retriever, dataset, "test", 3, METRICS, sample_fraction=sample))
         for retriever, dataset, sample in [
-            ("overlap", "tiny", None),
-            ("overlap-strict", "tiny", None),
-            ("asks-llm", "tiny", 0.5),
-            ("overlap", "tiny-short", None),
+            ("overlap", "plain", None),
+            ("overlap-strict", "plain", None),
+            ("asks-llm", "plain", 0.5),
+            ("overlap", "plain-short", None),
         ]
     ]
     board = tmp_path / "board"
@@ -100,9 +100,9 @@ def test_markdown_tables_per_dataset_and_split(board: Path, tmp_path: Path) -> N
     for row in rows:
         assert f"markdown/{row.dataset.name}-{row.split}.md" in names
         assert f"{row.dataset.name}.html" in names
-    table = (tmp_path / "site" / "markdown" / "tiny-test.md").read_text()
+    table = (tmp_path / "site" / "markdown" / "plain-test.md").read_text()
     lines = _table_lines(table)
-    test_rows = [r for r in rows if r.dataset.name == "tiny" and r.split == "test"]
+    test_rows = [r for r in rows if r.dataset.name == "plain" and r.split == "test"]
     assert len(lines) == len(test_rows) == 3
     # best first by the first metric, every number from the row
     firsts = [float(line.split("|")[3]) for line in lines]
@@ -123,9 +123,9 @@ def test_markdown_tables_per_dataset_and_split(board: Path, tmp_path: Path) -> N
     strict_line = next(line for line in lines if line.startswith("| overlap-strict |"))
     assert strict_line.split("|")[column].strip() == f"{expected:.3f}" + ("*" if expected < 0.05 else "")
     overview = (tmp_path / "site" / "LEADERBOARD.md").read_text()
-    assert overview.count("## tiny — ") == 1 and overview.count("## tiny-short — ") == 1
-    short = _table_lines((tmp_path / "site" / "markdown" / "tiny-short-test.md").read_text())
-    [row] = [r for r in rows if r.dataset.name == "tiny-short"]
+    assert overview.count("## plain — ") == 1 and overview.count("## plain-short — ") == 1
+    short = _table_lines((tmp_path / "site" / "markdown" / "plain-short-test.md").read_text())
+    [row] = [r for r in rows if r.dataset.name == "plain-short"]
     assert len(short) == 1 and short[0].startswith("| overlap |") and f"{100 * row.metrics['mrr']:.2f}" in short[0]
 
 
@@ -153,7 +153,7 @@ def test_cli_publish(board: Path, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert (tmp_path / "site" / "index.html").is_file()
     pages = {p.name for p in (tmp_path / "site").glob("*.html")}
-    assert {"index.html", "tiny.html", "tiny-short.html"} <= pages
+    assert {"index.html", "plain.html", "plain-short.html"} <= pages
 
 
 def test_rows_record_what_the_marks_are_made_from(board: Path) -> None:

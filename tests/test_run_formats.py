@@ -13,12 +13,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from helpers import OverlapRetriever, installed_alone
-from official import pytrec_eval
 
 from harness.cli import cli
 from harness.metrics import parse_metrics
 from harness.plugins.metric_families import BUILTIN_METRICS
-from harness.testing import TinyDataset
+from harness.testing import TinyDataset, pytrec_eval
 from harness.trec import read_any_run, run_format_of
 
 #: ours → pytrec_eval's output key, checked against each metric's declared trec_eval measure

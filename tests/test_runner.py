@@ -23,10 +23,10 @@ from harness.run.registry import parse_registry
 from harness.skb import SKB
 from harness.trec import read_run
 
-TINY_REGISTRY = """
-defaults: {dataset: tiny, retriever: lexical, split: test, k: 3}
+PLAIN_REGISTRY = """
+defaults: {dataset: plain, retriever: lexical, split: test, k: 3}
 datasets:
-  tiny: {plugin: tiny, splits: [test]}
+  plain: {plugin: plain, splits: [test]}
 retrievers:
   lexical: {plugin: overlap}
 """
@@ -67,15 +67,15 @@ class FlakyPlugin:
 
 
 @pytest.fixture
-def manager(tiny_plugins: PluginManager) -> PluginManager:
-    tiny_plugins.register(FlakyPlugin(), "flaky-plugin")
+def manager(plain_plugins: PluginManager) -> PluginManager:
+    plain_plugins.register(FlakyPlugin(), "flaky-plugin")
     FlakyRetriever.fail_after = None
     FlakyRetriever.searched = []
-    return tiny_plugins
+    return plain_plugins
 
 
 def _run(manager: PluginManager, tmp_path: Path, **kwargs):  # type: ignore[no-untyped-def]
-    registry = parse_registry(TINY_REGISTRY, "test-registry.yaml")
+    registry = parse_registry(PLAIN_REGISTRY, "test-registry.yaml")
     spec = resolve(registry, manager, **kwargs)
     runner = Runner(manager, output_dir=tmp_path / "runs", device="cpu")
     outcome = runner.run(spec)
@@ -156,13 +156,13 @@ def test_bad_requests_fail_with_one_clear_error(manager: PluginManager, tmp_path
     [
         ([], "has no queries"),
         ([[1, "a", [0]], [1, "b", [1]]], "duplicate query id 1"),
-        ([[1, "a", [0, 99]]], r"1 answer ids are not nodes of SKB 'tiny' \(query 1: 99\)"),
+        ([[1, "a", [0, 99]]], r"1 answer ids are not nodes of SKB 'plain' \(query 1: 99\)"),
     ],
 )
 def test_bad_query_sets(manager: PluginManager, tmp_path: Path, queries: list, message: str) -> None:
     registry = parse_registry(
-        TINY_REGISTRY.replace(
-            "{plugin: tiny, splits: [test]}", f"{{plugin: tiny, params: {{queries: {json.dumps(queries)}}}}}"
+        PLAIN_REGISTRY.replace(
+            "{plugin: plain, splits: [test]}", f"{{plugin: plain, params: {{queries: {json.dumps(queries)}}}}}"
         ),
         "r.yaml",
     )
@@ -186,8 +186,8 @@ def test_device_cuda_without_gpu_is_a_clear_error(manager: PluginManager) -> Non
 def test_edited_queries_get_a_new_configuration(manager: PluginManager, tmp_path: Path) -> None:
     first = _run(manager, tmp_path)
     registry = parse_registry(
-        TINY_REGISTRY.replace(
-            "{plugin: tiny, splits: [test]}", '{plugin: tiny, params: {queries: [[1, "red kettle", [0]]]}}'
+        PLAIN_REGISTRY.replace(
+            "{plugin: plain, splits: [test]}", '{plugin: plain, params: {queries: [[1, "red kettle", [0]]]}}'
         ),
         "r.yaml",
     )
@@ -197,7 +197,7 @@ def test_edited_queries_get_a_new_configuration(manager: PluginManager, tmp_path
 
 
 def test_reranker_is_composed_with_its_first_stage(manager: PluginManager, tmp_path: Path) -> None:
-    text = TINY_REGISTRY + "  reverse: {plugin: reverse, first_stage: flaky, candidates: 3}\n"
+    text = PLAIN_REGISTRY + "  reverse: {plugin: reverse, first_stage: flaky, candidates: 3}\n"
     registry = parse_registry(text, "r.yaml")
     spec = resolve(registry, manager, retriever="reverse", k=2)
     outcome = Runner(manager, output_dir=tmp_path / "runs", device="cpu").run(spec)
@@ -207,8 +207,8 @@ def test_reranker_is_composed_with_its_first_stage(manager: PluginManager, tmp_p
     # one composition mechanism: the first stage is a parameter and what the reranker uses
     assert outcome.row.retriever.params == {"first_stage": "flaky", "candidates": 3}
     assert [info.name for info in outcome.row.uses] == ["flaky"]
-    assert spec.describe() == "flaky → reverse on tiny/test (k=2)"
-    bare = parse_registry(TINY_REGISTRY + "  reverse: {plugin: reverse}\n", "r.yaml")
+    assert spec.describe() == "flaky → reverse on plain/test (k=2)"
+    bare = parse_registry(PLAIN_REGISTRY + "  reverse: {plugin: reverse}\n", "r.yaml")
     with pytest.raises(HarnessError, match=r"retriever 'reverse': bad parameters: first_stage: Field required"):
         resolve(bare, manager, retriever="reverse")
 
@@ -292,12 +292,12 @@ def test_credentials_never_reach_what_is_written(manager: PluginManager, tmp_pat
             register(EndpointRetriever)
 
     manager.register(Plugin(), "endpoint-plugin")
-    secret = TINY_REGISTRY + "  keyed: {plugin: endpoint, params: {llm_params: {api_key: sk-live-123}}}\n"
+    secret = PLAIN_REGISTRY + "  keyed: {plugin: endpoint, params: {llm_params: {api_key: sk-live-123}}}\n"
     with pytest.raises(HarnessError, match=r"parameter 'llm_params.api_key' holds a credential.*environment"):
         Runner(manager, output_dir=tmp_path / "runs", device="cpu").run(
             resolve(parse_registry(secret, "r.yaml"), manager, retriever="keyed")
         )
-    url = TINY_REGISTRY + '  remote: {plugin: endpoint, params: {endpoint: "https://me:hunter2@127.0.0.1:9/v1"}}\n'
+    url = PLAIN_REGISTRY + '  remote: {plugin: endpoint, params: {endpoint: "https://me:hunter2@127.0.0.1:9/v1"}}\n'
     EndpointRetriever.seen = []
     outcome = Runner(manager, output_dir=tmp_path / "runs", device="cpu").run(
         resolve(parse_registry(url, "r.yaml"), manager, retriever="remote")
@@ -321,9 +321,9 @@ class Sixty(harness.Dataset):
     name = "sixty"
 
     def load_skb(self):
-        from helpers import tiny_skb
+        from helpers import plain_skb
 
-        return tiny_skb()
+        return plain_skb()
 
     def load_queries(self):
         words = ["kettle", "pot", "teapot", "pan", "red", "copper"]
@@ -426,7 +426,7 @@ def test_a_resumed_run_reports_what_every_session_spent(manager: PluginManager, 
 
 
 def test_a_condition_applies_only_to_its_own_depth_and_sample(manager: PluginManager, tmp_path: Path) -> None:
-    text = TINY_REGISTRY + "conditions:\n  - {name: c, retriever: lexical, dataset: tiny, split: test, k: 3}\n"
+    text = PLAIN_REGISTRY + "conditions:\n  - {name: c, retriever: lexical, dataset: plain, split: test, k: 3}\n"
     registry = parse_registry(text, "r.yaml")
     assert resolve(registry, manager).condition is not None
     assert resolve(registry, manager, k=2).condition is None
@@ -472,7 +472,7 @@ def test_provenance_is_recorded_after_the_build_outside_the_configuration(
     assert build["provenance"] == {"pinned": {"model_repo": "org/model", "model_revision": "1" * 40}}
     # the row as written and read back keeps it; a reranker's first stage reports its own
     assert read_rows(tmp_path / "lb")[0].retriever.provenance == first.row.retriever.provenance
-    text = TINY_REGISTRY + "  reverse: {plugin: reverse, first_stage: pinned, candidates: 3}\n"
+    text = PLAIN_REGISTRY + "  reverse: {plugin: reverse, first_stage: pinned, candidates: 3}\n"
     spec = resolve(parse_registry(text, "r.yaml"), pinned, retriever="reverse", k=2)
     composed = Runner(pinned, output_dir=tmp_path / "runs", device="cpu").run(spec)
     assert composed.row.retriever.provenance == {}
@@ -480,7 +480,7 @@ def test_provenance_is_recorded_after_the_build_outside_the_configuration(
     # another commit of the same parameters is the same configuration, told apart by provenance
     Pinned.commit = "2" * 40
     moved = Runner(pinned, output_dir=tmp_path / "other", device="cpu").run(
-        resolve(parse_registry(TINY_REGISTRY, "r.yaml"), pinned, retriever="pinned")
+        resolve(parse_registry(PLAIN_REGISTRY, "r.yaml"), pinned, retriever="pinned")
     )
     assert moved.row.config_hash == first.row.config_hash
     assert moved.row.retriever.provenance["model_revision"] == "2" * 40
@@ -503,7 +503,7 @@ def test_a_resumed_run_whose_model_moved_is_refused(pinned: PluginManager, tmp_p
     resumed = _run(pinned, tmp_path, retriever="pinned")
     assert resumed.resumed_queries == 2 and resumed.row.retriever.provenance["model_revision"] == "1" * 40
     Pinned.commit = "2" * 40
-    registry = parse_registry(TINY_REGISTRY, "r.yaml")
+    registry = parse_registry(PLAIN_REGISTRY, "r.yaml")
     runner = Runner(pinned, output_dir=tmp_path / "runs", device="cpu", fresh=True)
     fresh = runner.run(resolve(registry, pinned, retriever="pinned"))
     assert fresh.run_dir == run_dir and fresh.resumed_queries == 0
@@ -529,18 +529,18 @@ def test_a_run_directory_of_an_older_harness_resumes_and_records_provenance(
 
 
 def test_rows_name_the_query_set_and_the_skb(manager: PluginManager, tmp_path: Path) -> None:
-    from helpers import TinyDataset, tiny_skb
+    from helpers import PlainDataset, plain_skb
 
     whole = _run(manager, tmp_path)
-    queries = TinyDataset().load_queries().split("test")
+    queries = PlainDataset().load_queries().split("test")
     assert whole.row.queries_digest == harness.stable_hash([[q.id, q.text, list(q.answer_ids)] for q in queries])
-    assert whole.row.dataset_fingerprint == tiny_skb().fingerprint
-    assert whole.row.dataset.version == TinyDataset.version
+    assert whole.row.dataset_fingerprint == plain_skb().fingerprint
+    assert whole.row.dataset.version == PlainDataset.version
     sampled = _run(manager, tmp_path, sample_fraction=0.5)
     assert sampled.row.queries_digest == whole.row.queries_digest  # the split's, not the sample's
     # another query set on the same SKB: another digest
-    edited = TINY_REGISTRY.replace(
-        "{plugin: tiny, splits: [test]}", '{plugin: tiny, params: {queries: [[1, "kettle", [0]]]}}'
+    edited = PLAIN_REGISTRY.replace(
+        "{plugin: plain, splits: [test]}", '{plugin: plain, params: {queries: [[1, "kettle", [0]]]}}'
     )
     spec = resolve(parse_registry(edited, "r.yaml"), manager)
     other = Runner(manager, output_dir=tmp_path / "runs", device="cpu").run(spec)

@@ -11,13 +11,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import tiny_skb
+from helpers import plain_skb
 
 from harness import SKB, EdgeType, HarnessError
 
 
 def test_neighbors_by_relation_and_direction() -> None:
-    skb = tiny_skb()
+    skb = plain_skb()
     assert skb.neighbors(0, "made_by", "out").tolist() == [5]
     assert skb.neighbors(6, "made_by", "in").tolist() == [2, 3, 4]
     assert skb.neighbors(6, "made_by", "out").tolist() == []
@@ -29,7 +29,7 @@ def test_neighbors_by_relation_and_direction() -> None:
 
 
 def test_documents_with_and_without_relations() -> None:
-    skb = tiny_skb()
+    skb = plain_skb()
     plain = skb.document(0)
     assert plain == "- product: red kettle\n- description: an electric kettle in red, boils water fast"
     full = skb.document(0, with_relations=True)
@@ -40,17 +40,17 @@ def test_documents_with_and_without_relations() -> None:
 
 
 def test_neighbour_lists_in_documents_are_capped() -> None:
-    skb = tiny_skb()
+    skb = plain_skb()
     skb.max_neighbors_in_doc = 2
     assert "- makes: green teapot, steel pan (and 1 more)" in skb.document(6, with_relations=True)
 
 
 def test_counts_and_candidates() -> None:
-    counts = tiny_skb().counts()
+    counts = plain_skb().counts()
     assert counts["nodes"] == 7 and counts["edges"] == 6 and counts["candidates"] == 5
     assert counts["nodes_by_type"] == {"product": 5, "brand": 2}
     assert counts["edges_by_type"] == {"made_by": 5, "similar": 1}
-    assert tiny_skb().is_candidate(np.array([0, 5, 99, -1])).tolist() == [True, False, False, False]
+    assert plain_skb().is_candidate(np.array([0, 5, 99, -1])).tolist() == [True, False, False, False]
 
 
 def _graph_skb(undirected: bool) -> SKB:
@@ -97,8 +97,8 @@ def _arguments(skb: SKB) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     "make",
-    [tiny_skb, lambda: _graph_skb(False), lambda: _graph_skb(True), lambda: _as_built(_graph_skb(True))],
-    ids=["tiny", "directed", "undirected", "computed-fingerprint"],
+    [plain_skb, lambda: _graph_skb(False), lambda: _graph_skb(True), lambda: _as_built(_graph_skb(True))],
+    ids=["plain", "directed", "undirected", "computed-fingerprint"],
 )
 def test_save_load_round_trip(tmp_path: Path, make: Callable[[], SKB], own_cache: Path) -> None:
     """The loaded SKB is the one saved: every constructor argument, documents in every
@@ -180,7 +180,7 @@ def test_an_skb_whose_class_builds_its_documents_is_not_saved(tmp_path: Path) ->
         def document(self, node: int, with_relations: bool = False, compact: bool = False) -> str:
             return super().document(node, with_relations, compact).upper()
 
-    skb = tiny_skb()
+    skb = plain_skb()
     shouting = Shouting(**_arguments(skb))
     with pytest.raises(HarnessError, match="builds its own documents"):
         shouting.save(tmp_path / "skb")
@@ -188,7 +188,7 @@ def test_an_skb_whose_class_builds_its_documents_is_not_saved(tmp_path: Path) ->
 
 
 def test_fingerprint_changes_with_content() -> None:
-    a, b = tiny_skb(), tiny_skb()
+    a, b = plain_skb(), plain_skb()
     assert a.fingerprint == b.fingerprint
     b.fields[0]["description"] = "changed"
     b._fingerprint = None
@@ -196,7 +196,7 @@ def test_fingerprint_changes_with_content() -> None:
 
 
 def test_corrupt_or_incomplete_files_give_one_clear_error(tmp_path: Path) -> None:
-    tiny_skb().save(tmp_path / "skb")
+    plain_skb().save(tmp_path / "skb")
     data = (tmp_path / "skb" / "nodes.jsonl.xz").read_bytes()
     (tmp_path / "skb" / "nodes.jsonl.xz").write_bytes(data[: len(data) // 2])
     with pytest.raises(HarnessError, match=r"cannot read SKB|incomplete"):

@@ -31,9 +31,9 @@ from harness.run import Runner, resolve
 from harness.run.registry import parse_registry
 
 REGISTRY = """
-defaults: {dataset: tiny, retriever: overlap, split: test, k: 3}
+defaults: {dataset: plain, retriever: overlap, split: test, k: 3}
 datasets:
-  tiny: {plugin: tiny, splits: [test]}
+  plain: {plugin: plain, splits: [test]}
 retrievers:
   overlap: {plugin: overlap, params: {min_overlap: %s}}
   overlap-strict: {plugin: overlap, params: {with_relations: true, min_overlap: 3}}
@@ -47,11 +47,11 @@ def _run(plugins: PluginManager, out: Path, retriever: str = "overlap", min_over
 
 
 @pytest.fixture
-def runs(tiny_plugins: PluginManager, tmp_path: Path) -> dict[str, Path]:
+def runs(plain_plugins: PluginManager, tmp_path: Path) -> dict[str, Path]:
     return {
-        "overlap": _run(tiny_plugins, tmp_path / "runs"),
-        "overlap-strict": _run(tiny_plugins, tmp_path / "runs", "overlap-strict"),
-        "overlap-min2": _run(tiny_plugins, tmp_path / "other-runs", min_overlap=2),
+        "overlap": _run(plain_plugins, tmp_path / "runs"),
+        "overlap-strict": _run(plain_plugins, tmp_path / "runs", "overlap-strict"),
+        "overlap-min2": _run(plain_plugins, tmp_path / "other-runs", min_overlap=2),
     }
 
 
@@ -305,7 +305,7 @@ def test_cli_submit_validate_merge(runs: dict[str, Path], tmp_path: Path) -> Non
     assert [r["ok"] for r in json.loads(result.output)] == [True, True]
     result = cli_runner.invoke(cli, ["leaderboard", "merge", str(archive), "--into", str(tmp_path / "lb")])
     assert result.exit_code == 0, result.output
-    assert "added tiny/test overlap " in result.output
+    assert "added plain/test overlap " in result.output
 
     _inflate_row(runs["overlap"])
     result = cli_runner.invoke(cli, ["leaderboard", "validate", str(runs["overlap"])])
@@ -324,7 +324,7 @@ def only_fake_plugins(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRe
     """The process-wide manager with the fake plugins alone, whatever else is installed."""
     monkeypatch.setenv("HARNESS_PLUGINS", "")
     reset_plugin_manager()
-    return request.getfixturevalue("tiny_plugins")
+    return request.getfixturevalue("plain_plugins")
 
 
 def test_run_submitted_merged_validated_compared_and_published(
@@ -342,9 +342,9 @@ def test_run_submitted_merged_validated_compared_and_published(
     metrics = "hit@1,recall@3,mrr"
     invoke("run", "--no-leaderboard", "--output", "cli-runs", "--metrics", metrics)
     invoke("run", "-r", "overlap-strict", "--no-leaderboard", "--output", "cli-runs", "--metrics", metrics)
-    invoke("submit", "cli-runs", "-o", "tiny.tar.gz")
-    out = invoke("leaderboard", "merge", "tiny.tar.gz", "--into", "board")
-    assert "added tiny/test overlap " in out and "added tiny/test overlap-strict " in out
+    invoke("submit", "cli-runs", "-o", "plain.tar.gz")
+    out = invoke("leaderboard", "merge", "plain.tar.gz", "--into", "board")
+    assert "added plain/test overlap " in out and "added plain/test overlap-strict " in out
     assert "2 of 2 rows valid" in invoke("leaderboard", "validate", "board")
     rows = {r.retriever.name: r for r in read_rows(tmp_path / "board")}
     # the same configuration as the runs made through the API: same hash, same metrics
@@ -365,7 +365,7 @@ def test_run_submitted_merged_validated_compared_and_published(
     difference = rows["overlap-strict"].metrics["mrr"] - rows["overlap"].metrics["mrr"]
     assert result[0]["difference"] == pytest.approx(difference)
     invoke("leaderboard", "publish", "--from", "board", "--out", "site")
-    assert "overlap-strict" in (tmp_path / "site" / "markdown" / "tiny-test.md").read_text()
+    assert "overlap-strict" in (tmp_path / "site" / "markdown" / "plain-test.md").read_text()
 
 
 def test_concurrent_merges_keep_both(runs: dict[str, Path], tmp_path: Path) -> None:
@@ -484,7 +484,7 @@ class _FakePlugin:
 
 MIGRATION_REGISTRY = """
 datasets:
-  tiny: {plugin: tiny, splits: [test]}
+  plain: {plugin: plain, splits: [test]}
 retrievers:
   ids: {plugin: by-id}
   ids-flipped: {plugin: flip, params: {first_stage: ids, candidates: 3}}
@@ -525,13 +525,13 @@ def _schema_1(board: Path, row: LeaderboardRow) -> str:
 
 
 @pytest.fixture
-def schema_1_board(tiny_plugins: PluginManager, tmp_path: Path) -> tuple[Path, dict[str, LeaderboardRow]]:
-    tiny_plugins.register(_FakePlugin(), "fake-retrievers")
+def schema_1_board(plain_plugins: PluginManager, tmp_path: Path) -> tuple[Path, dict[str, LeaderboardRow]]:
+    plain_plugins.register(_FakePlugin(), "fake-retrievers")
     registry = parse_registry(MIGRATION_REGISTRY, "migration.yaml")
-    runner = Runner(tiny_plugins, output_dir=tmp_path / "runs", device="cpu")
+    runner = Runner(plain_plugins, output_dir=tmp_path / "runs", device="cpu")
     board = tmp_path / "board"
     for name in ("ids", "ids-flipped"):
-        spec = resolve(registry, tiny_plugins, name, "tiny", "test", 3, ["hit@1", "mrr"])
+        spec = resolve(registry, plain_plugins, name, "plain", "test", 3, ["hit@1", "mrr"])
         merge([runner.run(spec).run_dir], board)
     current = {r.retriever.name: r for r in read_rows(board)}
     for row in current.values():
@@ -624,15 +624,15 @@ def test_rows_without_provenance_or_query_digest_stay_valid(runs: dict[str, Path
 
 
 def test_rows_of_another_query_set_never_mix_with_a_dataset_and_split(
-    tiny_plugins: PluginManager, runs: dict[str, Path], tmp_path: Path
+    plain_plugins: PluginManager, runs: dict[str, Path], tmp_path: Path
 ) -> None:
     # the same SKB and split name, another query set (a new version of the dataset's queries)
     edited = REGISTRY.replace(
-        "{plugin: tiny, splits: [test]}", '{plugin: tiny, params: {queries: [[1, "kettle", [0]]]}}'
+        "{plugin: plain, splits: [test]}", '{plugin: plain, params: {queries: [[1, "kettle", [0]]]}}'
     )
     registry = parse_registry(edited % 1, "v2.yaml")
-    runner = Runner(tiny_plugins, output_dir=tmp_path / "v2", device="cpu")
-    v2 = {name: runner.run(resolve(registry, tiny_plugins, name)) for name in ("overlap", "overlap-strict")}
+    runner = Runner(plain_plugins, output_dir=tmp_path / "v2", device="cpu")
+    v2 = {name: runner.run(resolve(registry, plain_plugins, name)) for name in ("overlap", "overlap-strict")}
     old_row = json.loads((runs["overlap"] / "row.json").read_text())
     assert v2["overlap"].row.dataset_fingerprint == old_row["dataset_fingerprint"]
     assert v2["overlap"].row.queries_digest != old_row["queries_digest"]
@@ -644,7 +644,7 @@ def test_rows_of_another_query_set_never_mix_with_a_dataset_and_split(
         merge([v2["overlap-strict"].run_dir], board, supersede=True)  # one row of two: the other would mix
     message = str(caught.value)
     assert f"queries {old_row['queries_digest']} vs {v2['overlap'].row.queries_digest}" in message
-    assert "the leaderboard's overlap" in message and "replace every row of tiny/test" in message
+    assert "the leaderboard's overlap" in message and "replace every row of plain/test" in message
     assert _snapshot(board) == before
     # validating them together says so too
     results = validate(collect(runs["overlap"], tmp_path / "a") + collect(v2["overlap-strict"].run_dir, tmp_path / "b"))
@@ -655,21 +655,21 @@ def test_rows_of_another_query_set_never_mix_with_a_dataset_and_split(
 
 
 def test_superseding_with_another_dataset_version_says_the_scores_are_not_comparable(
-    tiny_plugins: PluginManager, runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    plain_plugins: PluginManager, runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from helpers import TinyDataset
+    from helpers import PlainDataset
 
     board = tmp_path / "leaderboard"
     merge([runs["overlap"], runs["overlap-strict"]], board)
     old = {r.retriever.name: r for r in read_rows(board)}
     # version 2 of the dataset, with another query set
-    monkeypatch.setattr(TinyDataset, "version", "2")
+    monkeypatch.setattr(PlainDataset, "version", "2")
     edited = REGISTRY.replace(
-        "{plugin: tiny, splits: [test]}", '{plugin: tiny, params: {queries: [[1, "kettle", [0]]]}}'
+        "{plugin: plain, splits: [test]}", '{plugin: plain, params: {queries: [[1, "kettle", [0]]]}}'
     )
     registry = parse_registry(edited % 1, "v2.yaml")
-    runner = Runner(tiny_plugins, output_dir=tmp_path / "v2", device="cpu")
-    v2 = [runner.run(resolve(registry, tiny_plugins, name)).run_dir for name in ("overlap", "overlap-strict")]
+    runner = Runner(plain_plugins, output_dir=tmp_path / "v2", device="cpu")
+    v2 = [runner.run(resolve(registry, plain_plugins, name)).run_dir for name in ("overlap", "overlap-strict")]
     actions = merge(v2, board, supersede=True)
     assert [a.kind for a in actions] == ["superseded", "superseded"]
     new = {r.retriever.name: r for r in read_rows(board)}

@@ -14,7 +14,6 @@ from typing import ClassVar
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from trec_reference import check_run_dir
 
 from harness.cli import cli
 from harness.errors import HarnessError
@@ -27,12 +26,13 @@ from harness.retriever import BuildContext, Ranking, Retriever
 from harness.run import Runner, resolve
 from harness.run.registry import parse_registry
 from harness.skb import SKB
+from harness.testing import check_run_dir
 from harness.trec import read_run, strictly_decreasing
 
 REGISTRY = """
-defaults: {dataset: tiny, retriever: scripted, split: test, k: 5}
+defaults: {dataset: plain, retriever: scripted, split: test, k: 5}
 datasets:
-  tiny: {plugin: tiny, splits: [test]}
+  plain: {plugin: plain, splits: [test]}
 retrievers:
   scripted: {plugin: scripted}
 """
@@ -85,10 +85,10 @@ class ScriptedPlugin:
 
 
 @pytest.fixture
-def manager(tiny_plugins: PluginManager) -> PluginManager:
-    tiny_plugins.register(ScriptedPlugin(), "scripted-plugin")
+def manager(plain_plugins: PluginManager) -> PluginManager:
+    plain_plugins.register(ScriptedPlugin(), "scripted-plugin")
     Scripted.SCRIPT = dict(GOOD_SCRIPT)
-    return tiny_plugins
+    return plain_plugins
 
 
 METRICS = [
@@ -110,7 +110,7 @@ METRICS = [
 def _run(manager: PluginManager, tmp_path: Path, metrics: list[str] | None = METRICS, **kwargs):  # type: ignore[no-untyped-def]
     registry = parse_registry(
         REGISTRY.replace(
-            "{plugin: tiny, splits: [test]}", f"{{plugin: tiny, params: {{queries: {json.dumps(QUERIES)}}}}}"
+            "{plugin: plain, splits: [test]}", f"{{plugin: plain, params: {{queries: {json.dumps(QUERIES)}}}}}"
         ),
         "r.yaml",
     )
@@ -325,5 +325,5 @@ def test_requests_that_used_to_fall_back_silently_are_refused(
     registry = parse_registry(REGISTRY, "r.yaml")
     with pytest.raises(HarnessError, match=message):
         resolve(registry, manager, **kwargs)
-    result = CliRunner().invoke(cli, ["run", "-r", "scripted", "-d", "tiny", "--metrics", ",", "--dry-run"])
+    result = CliRunner().invoke(cli, ["run", "-r", "scripted", "-d", "plain", "--metrics", ",", "--dry-run"])
     assert result.exit_code != 0 and "no metrics requested" in result.output

@@ -9,7 +9,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from helpers import REPO, contributing_block, install_contributing_plugin
+from helpers import REPO, contributing_block
 
 from harness import load_dataset
 from harness.leaderboard.rows import json_schema
@@ -43,10 +43,12 @@ def test_first_party_plugins_use_only_the_public_api() -> None:
     assert private == [], "plugins import from harness only:\n" + "\n".join(private)
 
 
-def test_contributing_example_plugin_installs_and_runs(tmp_path: Path) -> None:
+def test_contributing_example_plugin_installs_and_runs(
+    contributing_plugin: tuple[list[str], dict[str, str]], tmp_path: Path
+) -> None:
     """Built and installed from the guide's own files and command, listed exactly as the guide
     shows, and run on the Debian dataset with every first-party plugin installed beside it."""
-    harness, env = install_contributing_plugin(tmp_path)
+    harness, env = contributing_plugin
     listed = subprocess.run(
         [*harness, "plugins", "--hook", "register_retrievers"],
         env=env,
@@ -86,7 +88,7 @@ def test_contributing_example_plugin_installs_and_runs(tmp_path: Path) -> None:
     val = load_dataset("debian").load_queries().split("val")
     assert result["num_queries"] == len(val) and 0.05 < result["metrics"]["hit@5"] <= 1
     # a run made outside this process is held to trec_eval's implementations too
-    from trec_reference import check_run_dir
+    from harness.testing import check_run_dir
 
     assert check_run_dir(tmp_path / json.loads(ran.stdout)[0]["run_dir"])["pytrec_eval"] > 0
 

@@ -30,6 +30,7 @@ def test_committed_leaderboard_validates_from_its_own_files(tmp_path: Path) -> N
     assert any(r.row.sample for r in results)
 
 
+@pytest.mark.slow
 def test_debian_run_submitted_merged_published_and_compared(tmp_path: Path) -> None:
     """The contributor's and the maintainer's commands in order, on real BM25 over Debian."""
     cli_runner = CliRunner()

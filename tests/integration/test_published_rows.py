@@ -11,11 +11,10 @@ from helpers import REPO
 def test_every_published_row_agrees_with_trec_eval() -> None:
     """The leaderboard's rows against pytrec_eval and ir_measures on the TREC runs it keeps,
     with qrels made from the installed dataset's answers (candidates only)."""
-    from trec_reference import check_run
-
     from harness.leaderboard.rows import read_rows, run_dir_of
     from harness.run import load_dataset
     from harness.run.checks import candidate_mask
+    from harness.testing import check_run
 
     board = REPO / "leaderboard"
     rows = read_rows(board)

@@ -11,14 +11,13 @@ import bm25s
 import numpy as np
 import pytest
 import Stemmer
-from helpers import debian_slice, tiny_skb
 
 import harness_bm25
 from harness import SKB, BuildContext, HarnessError, Query
-from harness.run import load_registry, resolve
-from harness.testing import check_retriever, plugin_manager
+from harness.testing import check_retriever, recorded_params, registry, tiny_skb
 from harness_bm25.retriever import BM25Retriever
 from harness_debian.dataset import DebianDataset
+from harness_debian.testing import debian_slice
 
 PRESETS = ("bm25", "bm25-stark", "bm25-relations")
 
@@ -148,21 +147,19 @@ def test_params_record_every_option_with_its_default() -> None:
 
 @pytest.mark.parametrize("preset", PRESETS)
 def test_a_presets_row_records_every_option(preset: str) -> None:
-    manager = plugin_manager(harness_bm25)
-    registry = load_registry(plugins=manager)
-    assert not registry.problems
-    spec = resolve(registry, manager, preset, "tiny", "test", 3, ["hit@1"])
-    recorded = spec.main.info.params
+    presets = registry(harness_bm25)
+    assert not presets.problems
+    recorded = recorded_params(preset, harness_bm25)
     assert set(recorded) == set(BM25Retriever.Options.model_fields)
-    assert recorded == {**BM25Retriever().params, **registry.retrievers[preset].params}
+    assert recorded == {**BM25Retriever().params, **presets.retrievers[preset].params}
 
 
 def test_the_presets_and_conditions_load_from_the_plugin() -> None:
-    registry = load_registry(plugins=plugin_manager(harness_bm25))
-    assert set(PRESETS) <= set(registry.retrievers)
-    assert (registry.defaults.retriever, registry.defaults.split, registry.defaults.k) == ("bm25", "test", 100)
-    assert {c.retriever for c in registry.conditions} == {"bm25", "bm25-relations", "bm25-stark"}
-    assert registry.condition_for("bm25-stark", "stark-prime", "human-generated") is not None
+    presets = registry(harness_bm25)
+    assert set(PRESETS) <= set(presets.retrievers)
+    assert (presets.defaults.retriever, presets.defaults.split, presets.defaults.k) == ("bm25", "test", 100)
+    assert {c.retriever for c in presets.conditions} == {"bm25", "bm25-relations", "bm25-stark"}
+    assert presets.condition_for("bm25-stark", "stark-prime", "human-generated") is not None
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -210,7 +207,7 @@ def test_query_without_known_terms_returns_nothing(debian: DebianDataset, sessio
 
 def _preset(name: str) -> dict[str, Any]:
     """The parameters of one of the plugin's presets."""
-    return dict(load_registry(plugins=plugin_manager(harness_bm25)).retrievers[name].params)
+    return dict(registry(harness_bm25).retrievers[name].params)
 
 
 def test_bm25_stark_tokenizes_as_bm25s_defaults() -> None:

@@ -1,7 +1,7 @@
 """The ``bm25-stark`` preset against the official STaRK BM25 baseline, run side by side.
 
 ``stark_qa.models.BM25`` (bm25s with its defaults, English stopwords included) is built on
-official-format SKBs: the three tiny ones of ``stark_fixtures`` and a MAG-like one with a few
+official-format SKBs: the three tiny ones of ``harness_stark.testing`` and a MAG-like one with a few
 hundred papers of English text (stopwords, unicode, repeated words, exact and near-duplicate
 papers that tie). For every query its top 100 must equal the harness's: the same scores, the
 same matching documents in the same order wherever scores differ, and as many zero-score
@@ -24,20 +24,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from official import official_bm25, official_evaluator, official_skb_classes
-from stark_fixtures import _save, write_all
 
 import harness_bm25
 from harness import SKB, BuildContext, Query, Ranking
-from harness.metrics import evaluate, parse_metrics
-from harness.plugins.metric_families import BUILTIN_METRICS
-from harness.run import load_registry
-from harness.run.scoring import hit_matrix
-from harness.testing import plugin_manager
+from harness.testing import official_bm25, official_evaluator, official_skb_classes, registry
+from harness.testing import score as harness_metrics
 from harness_bm25.retriever import BM25Retriever
+from harness_stark.testing import save_processed, write_all
 
 K = 100
-FAMILIES = {m.family: m for m in BUILTIN_METRICS}
 
 # -- a MAG-like SKB ----------------------------------------------------------------------------
 
@@ -162,7 +157,7 @@ def write_mag_like(root: Path, papers: int = 320, queries: int = 200, seed: int 
     edges += [(p, rng.choice(paper_ids), 1) for p in paper_ids[::3]]
     edges += [(p, 9 + p % 3, 2) for p in paper_ids]
     edges += [(p % 6, p, 3) for p in paper_ids]
-    _save(root / "skb" / "mag" / "processed", node_info, edges, node_types, None, None)
+    save_processed(root / "skb" / "mag" / "processed", node_info, edges, node_types, None, None)
     (root / "skb" / "mag" / "schema").mkdir(parents=True, exist_ok=True)
 
     templates = (
@@ -234,7 +229,7 @@ class Comparison:
 
 def stark_params() -> dict[str, Any]:
     """The plugin's ``bm25-stark`` preset's parameters."""
-    return dict(load_registry(plugins=plugin_manager(harness_bm25)).retrievers["bm25-stark"].params)
+    return dict(registry(harness_bm25).retrievers["bm25-stark"].params)
 
 
 def _official_model(skb: Any) -> Any:
@@ -415,11 +410,8 @@ METRICS = ("hit@1", "hit@5", "recall@20", "recall@100", "mrr", "ndcg@10")
 def compare_metrics(c: Comparison) -> dict[str, int]:
     import torch
 
-    mask = np.zeros(int(c.candidate_ids.max()) + 1, dtype=bool)
-    mask[c.candidate_ids] = True
     answers = [list(q.answer_ids) for q in c.queries]
-    hits, n_relevant = hit_matrix([o.ids for o in c.ours], answers, mask)
-    ours = evaluate(parse_metrics(list(METRICS), FAMILIES), hits, n_relevant)
+    ours = harness_metrics([o.ids for o in c.ours], answers, METRICS, c.candidate_ids)
     compared = dict.fromkeys(METRICS, 0)
     for i, query in enumerate(c.queries):
         if not query.answer_ids:
@@ -484,8 +476,6 @@ def _measure() -> None:  # pragma: no cover - a report, run by hand
         print(
             f"{len(c.queries)} queries, {len(c.candidate_ids)} papers; official Evaluator hit@5 {_official_hit5(c):.3f}"
         )
-        mask = np.zeros(int(c.candidate_ids.max()) + 1, dtype=bool)
-        mask[c.candidate_ids] = True
         configurations = {
             "stopwords: null, score-0 dropped (the entry before)": {
                 **current,
@@ -499,8 +489,8 @@ def _measure() -> None:  # pragma: no cover - a report, run by hand
             retriever = BM25Retriever(**params)
             retriever.build(skb, BuildContext(cache_dir=Path(tmp) / "cache"))
             rankings = retriever.search(fixture.queries, K)
-            hits, n_relevant = hit_matrix([r.ids for r in rankings], [list(q.answer_ids) for q in c.queries], mask)
-            hit5 = evaluate(parse_metrics("hit@5", FAMILIES), hits, n_relevant)["hit@5"].mean()
+            answers = [list(q.answer_ids) for q in c.queries]
+            hit5 = harness_metrics(rankings, answers, "hit@5", c.candidate_ids)["hit@5"].mean()
             print(f"{label}: top-20 identical on {agreement(c, rankings):.1%} of queries, hit@5 {hit5:.3f}")
 
 

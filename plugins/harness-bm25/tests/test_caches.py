@@ -6,10 +6,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import REPO, run_two, tiny_skb
 
 from harness import BuildContext, Query
-from harness.caches import verify_manifest
+from harness.testing import entry_problem, run_concurrently, tiny_skb
 from harness_bm25.retriever import BM25Retriever
 
 QUERIES = [Query(1, "copper pot soups", (4,)), Query(2, "kettle", (0, 1)), Query(3, "glass tea", (2,))]
@@ -48,7 +47,7 @@ def test_damaged_bm25_index_is_rebuilt_with_a_warning(
         assert _ranking(again) == expected
     warning = capfd.readouterr().err
     assert warning.count("warning: cache entry") == 1 and str(_bm25_entry(tmp_path)) in warning
-    assert verify_manifest(_bm25_entry(tmp_path)) is None
+    assert entry_problem(_bm25_entry(tmp_path)) is None
 
 
 def test_bm25_key_covers_the_documents() -> None:
@@ -64,10 +63,8 @@ _BM25_CHILD = """
 import sys, time
 from pathlib import Path
 import bm25s
-sys.path.insert(0, {tests!r})
-from helpers import tiny_skb
-from harness.queries import Query
-from harness.retriever import BuildContext
+from harness import BuildContext, Query
+from harness.testing import tiny_skb
 from harness_bm25.retriever import BM25Retriever
 
 index = bm25s.BM25.index
@@ -85,7 +82,6 @@ print(retriever.search([Query(1, "copper pot soups", (4,))], 3)[0].ids.tolist())
 
 def test_two_processes_build_one_bm25_index_once(tmp_path: Path) -> None:
     log = tmp_path / "builds.log"
-    tests = str(REPO / "tests")
-    outputs = run_two(textwrap.dedent(_BM25_CHILD).format(tests=tests, log=str(log), cache=str(tmp_path / "c")))
+    outputs = run_concurrently(textwrap.dedent(_BM25_CHILD).format(log=str(log), cache=str(tmp_path / "c")))
     assert outputs[0] == outputs[1] and outputs[0].strip() == "[4]"
     assert log.read_text().count("built") == 1, "the second process built the index again instead of waiting"

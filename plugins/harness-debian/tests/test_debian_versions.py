@@ -11,11 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 import harness
 from harness import SKB
-from harness.cli import cli
+from harness.testing import invoke
 from harness_debian.dataset import LATEST, VERSIONS, DebianDataset
 from harness_debian.queries import split_ids
 from harness_debian.queries_v2 import all_splits, compile_v2, load_judgements, load_specs
@@ -132,7 +131,7 @@ def test_a_train_split_goes_into_qa_beside_the_evaluation_splits(
 
 
 def _row(output: str, *args: str) -> dict[str, object]:
-    result = CliRunner().invoke(cli, ["run", "-r", "bm25", *args, "--sample", "0.1", "--output", output])
+    result = invoke("run", "-r", "bm25", *args, "--sample", "0.1", "--output", output)
     assert result.exit_code == 0, result.output
     (row,) = Path(output).glob("*/row.json")
     return json.loads(row.read_text())

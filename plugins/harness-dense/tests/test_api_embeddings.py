@@ -16,12 +16,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import JSONHandler, serve, tiny_skb
 
 from harness import BuildContext, HarnessError, Query
-from harness.plugins import PluginManager
-from harness.run import Runner, resolve
-from harness.run.registry import parse_registry
+from harness.testing import JSONHandler, run_retriever, serve, tiny_skb
 from harness_dense import retrievers
 from harness_dense.api import LIMITS, Limits, batches
 from harness_dense.retrievers import DenseRetriever, MultiVectorRetriever
@@ -275,7 +272,7 @@ def test_retry_after_is_honoured(provider: type[FakeProvider], tmp_path: Path, n
 
 
 def test_rows_record_the_api_settings_that_ran(
-    provider: type[FakeProvider], tiny_plugins: PluginManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    provider: type[FakeProvider], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The OpenAI row records concurrency, timeout, backoff and dimensions with the values that
     ran; writing a derived default out changes nothing, and changing it (a release with another
@@ -283,12 +280,8 @@ def test_rows_record_the_api_settings_that_ran(
     base = {"provider": "openai", "model": "text-embedding-3-small", "base_url": provider.url}  # type: ignore[attr-defined]
 
     def row(**extra: object) -> Any:
-        """The row of one run of the entry ``api`` (the entry's name is part of the hash)."""
-        registry = parse_registry(
-            json.dumps({"retrievers": {"api": {"plugin": "dense", "params": {**base, **extra}}}}), "r.yaml"
-        )
-        runner = Runner(tiny_plugins, output_dir=tmp_path / "runs", device="cpu")
-        return runner.run(resolve(registry, tiny_plugins, retriever="api", dataset="tiny", split="test", k=3)).row
+        """The row of one run of the dense retriever with these parameters."""
+        return run_retriever(DenseRetriever, {**base, **extra}, tmp_path, fresh=False).row
 
     derived = row()
     params = derived.retriever.params

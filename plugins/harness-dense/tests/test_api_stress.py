@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-from helpers import JSONHandler, serve
-from trec_reference import check_run_dir
+import pytest
+
+from harness.testing import JSONHandler, check_run_dir, serve
 
 #: A synthetic dataset: documents of made-up words, queries drawn from one document each; and
 #: small request batches, so that there are many requests.
@@ -171,6 +172,7 @@ def _outcome(process: subprocess.Popen[str], root: Path, deadline: float) -> dic
     return outcome
 
 
+@pytest.mark.slow
 def test_two_processes_against_a_faulty_api_get_the_reference_metrics(tmp_path: Path) -> None:
     deadline = time.monotonic() + 180  # bounded, with room for a loaded 2-core CI machine
     with serve(_server(rate=0.0, seed=0)) as clean_url:

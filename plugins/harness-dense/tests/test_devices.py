@@ -10,7 +10,7 @@ import pytest
 
 import harness
 from harness import HarnessError
-from harness.run import Runner
+from harness.testing import OverlapRetriever, run_retriever
 from harness_dense.embeddings import EmbeddingCache, LocalEncoder, embed_with_cache
 
 TEXTS = [
@@ -18,6 +18,7 @@ TEXTS = [
 ]
 
 
+@pytest.mark.slow
 def test_two_cpu_processes_give_the_vectors_of_one(tmp_path: Path) -> None:
     encoder = LocalEncoder(batch_size=8)
     alone = embed_with_cache(encoder, EmbeddingCache(tmp_path / "one"), TEXTS, shard_size=12)
@@ -39,18 +40,23 @@ def test_two_cpu_processes_give_the_vectors_of_one(tmp_path: Path) -> None:
     )
 
 
-def test_devices_are_checked_before_anything_runs(plugins: object) -> None:
+def test_devices_are_checked_before_anything_runs(tmp_path: Path) -> None:
+    def run(**settings: object) -> None:
+        run_retriever(OverlapRetriever, {}, tmp_path, **settings)
+        raise AssertionError(f"{settings} ran")
+
     with pytest.raises(HarnessError, match="give devices of one kind"):
-        Runner(plugins, devices=["cuda:0", "cpu"])
+        run(devices=["cuda:0", "cpu"])
     with pytest.raises(HarnessError, match="name two or more devices"):
-        Runner(plugins, devices=["cuda:1"])
+        run(devices=["cuda:1"])
     with pytest.raises(HarnessError, match="each GPU once"):
-        Runner(plugins, devices=["cuda:0", "cuda:0"])
+        run(devices=["cuda:0", "cuda:0"])
     with pytest.raises(HarnessError, match="--device cuda and --devices cpu,cpu disagree"):
-        Runner(plugins, device="cuda", devices=["cpu", "cpu"])
+        run(device="cuda", devices=["cpu", "cpu"])
 
     class Elsewhere(harness.LocalExecutor):
         name, local = "elsewhere", False
 
     with pytest.raises(HarnessError, match="with --executor elsewhere the workers have the devices"):
-        Runner(plugins, executor=Elsewhere(), devices=["cpu", "cpu"])
+        run(executor=Elsewhere(), devices=["cpu", "cpu"])
+    assert not (tmp_path / "runs").exists(), "a run started before its settings were checked"

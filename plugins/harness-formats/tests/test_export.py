@@ -4,34 +4,17 @@ pytrec_eval — and the Hugging Face layout loads back into an equal SKB and que
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 import harness
 from harness import SKB, Query, QuerySet
-from harness.cli import cli
-from harness.plugins import get_plugin_manager, reset_plugin_manager
-from harness.testing import tiny_skb
+from harness.testing import installed_plugins, invoke, require, tiny_skb
 from harness_formats.hf import load_hf
-
-
-def _reference(module: str, install: str) -> Any:
-    """A reference implementation; missing, the test skips (fails under HARNESS_REQUIRE_REFERENCES=1)."""
-    if importlib.util.find_spec(module.split(".")[0]) is None:
-        message = f"{module} is not installed ({install})"
-        if os.environ.get("HARNESS_REQUIRE_REFERENCES") == "1":
-            pytest.fail(message + "; HARNESS_REQUIRE_REFERENCES=1 requires every reference implementation")
-        pytest.skip(message)
-    return importlib.import_module(module)
-
 
 QUERIES = {
     "test": [
@@ -75,12 +58,11 @@ def _plugins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HARNESS_PLUGINS", "formats,debian")
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    reset_plugin_manager()
-    get_plugin_manager().register(MixedPlugin(), "mixed-test-plugin")
+    installed_plugins(MixedPlugin())
 
 
 def export(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, ["export", *args], catch_exceptions=False)
+    result = invoke("export", *args, catch_exceptions=False)
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -95,7 +77,7 @@ def expected_qrels(skb: SKB, queries: list[Query]) -> dict[str, dict[str, int]]:
 
 @pytest.mark.parametrize("with_relations", [False, True])
 def test_hf_export_loads_with_datasets_and_back_into_the_harness(tmp_path: Path, with_relations: bool) -> None:
-    datasets = _reference("datasets", "pip install datasets")
+    datasets = require("datasets", install="pip install datasets")
     out = tmp_path / "mixed-hf"
     code, stdout, err = export("-d", "mixed", "--to", "hf", "--out", str(out), *["--with-relations"] * with_relations)
     assert code == 0, err
@@ -158,7 +140,7 @@ def test_hf_export_loads_with_datasets_and_back_into_the_harness(tmp_path: Path,
 
 
 def test_beir_export_loads_with_beirs_loader(tmp_path: Path) -> None:
-    loader = _reference("beir.datasets.data_loader", "pip install --no-deps beir==2.2.0").GenericDataLoader
+    loader = require("beir.datasets.data_loader", install="pip install --no-deps beir==2.2.0").GenericDataLoader
     out = tmp_path / "mixed-beir"
     code, stdout, err = export("-d", "mixed", "--to", "beir", "--out", str(out), "--with-relations")
     assert code == 0, err
@@ -180,7 +162,7 @@ def test_beir_export_loads_with_beirs_loader(tmp_path: Path) -> None:
 
 
 def test_trec_qrels_read_by_pytrec_eval(tmp_path: Path) -> None:
-    pytrec_eval = _reference("pytrec_eval", "pip install pytrec-eval-terrier")
+    pytrec_eval = require("pytrec_eval", install="pip install pytrec-eval-terrier")
     out = tmp_path / "mixed-trec"
     code, _, err = export("-d", "mixed", "--to", "trec", "--out", str(out), "--split", "test")
     assert code == 0, err
@@ -194,7 +176,7 @@ def test_trec_qrels_read_by_pytrec_eval(tmp_path: Path) -> None:
     (tmp_path / "run.json").write_text(json.dumps(run))
     qrels_file = str(out / "qrels.test.trec")
     arguments = ["--run", "run.json", "--qrels", qrels_file, "-m", "mrr,map", "--per-query", "--format", "json"]
-    result = CliRunner().invoke(cli, ["evaluate", *arguments], catch_exceptions=False)
+    result = invoke("evaluate", *arguments, catch_exceptions=False)
     ours = json.loads(result.stdout)["per_query"]
     theirs = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank", "map"}).evaluate(run)
     assert set(ours) == set(theirs) == {"1", "2", "5", "6"}
@@ -205,8 +187,8 @@ def test_trec_qrels_read_by_pytrec_eval(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_the_debian_dataset_exported_and_read_back(tmp_path: Path) -> None:
     """The real dataset: 66k nodes, a million edges (node pairs with several relations), unicode text."""
-    datasets = _reference("datasets", "pip install datasets")
-    loader = _reference("beir.datasets.data_loader", "pip install --no-deps beir==2.2.0").GenericDataLoader
+    datasets = require("datasets", install="pip install datasets")
+    loader = require("beir.datasets.data_loader", install="pip install --no-deps beir==2.2.0").GenericDataLoader
     debian = harness.load_dataset("debian")
     skb, queries = debian.load_skb(), debian.load_queries()
     assert export("-d", "debian", "--to", "hf", "--out", "hf", "--with-relations")[0] == 0

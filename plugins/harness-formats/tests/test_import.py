@@ -14,11 +14,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from click.testing import CliRunner
-from trec_reference import check_run_dir
 
 import harness
-from harness.cli import cli
+from harness.testing import check_run_dir
+from harness.testing import invoke as harness_command
 from harness_formats.local import LocalDataset
 
 # A small library: 8 books (the candidates), 6 authors, 4 genres, 2 publishers = 20 nodes.
@@ -76,7 +75,7 @@ QUERIES = [
 
 
 def invoke(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    result = harness_command(*args, catch_exceptions=False)
     return result.exit_code, result.stdout, result.stderr
 
 

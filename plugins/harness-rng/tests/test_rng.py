@@ -324,6 +324,7 @@ def _gold_rank(details: dict[str, Any], gold: str) -> int:
 def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """An untrained ranker's run, and a trained one's, whose training failed at epoch 3 and resumed."""
     root = tmp_path_factory.mktemp("rng")
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)  # set up before the per-test fixture that does this
     untrained = _run(root / "untrained", root / "cache", epochs=0)
     with pytest.raises(HarnessError, match="failed to train: RuntimeError: failure injected at epoch 3"):
@@ -331,6 +332,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     [work] = (root / "cache" / "checkpoints").glob("*.work")
     saved = sorted(p.name for p in (work / "epochs").glob("epoch-*"))  # harness.EpochLoop's
     outcome = _run(root / "trained", root / "cache")
+    torch.set_num_threads(threads)  # not left to the tests after this module's (in the same worker)
     return {"untrained": untrained, "trained": outcome, "saved": saved, "work": work, "cache": root / "cache"}
 
 

@@ -296,6 +296,7 @@ class TwoQueriesPlugin:
         register(TwoQueries)
 
 
+@pytest.mark.slow
 def test_smollm2_keeps_the_contract_and_runs_record_details(smollm2_server: str, tmp_path: Path) -> None:
     params = {
         "llm": "openai:smollm2",

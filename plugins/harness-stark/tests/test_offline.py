@@ -20,7 +20,7 @@ def _harness(args: list[str], env: dict[str, str]) -> tuple[subprocess.Completed
     environ = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HARNESS_VERBOSE")}
     started = time.perf_counter()
     result = subprocess.run(
-        [sys.executable, "-c", "from harness.cli import main; main()", *args],
+        [str(Path(sys.executable).with_name("harness")), *args],  # the command a user runs
         capture_output=True,
         text=True,
         env={**environ, **env},

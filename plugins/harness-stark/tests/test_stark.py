@@ -15,13 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, hub_server, needs_stark_data, stark_data_dir
-from stark_fixtures import random_prime, write_all, write_files
 
 import harness_stark
 from harness import HarnessError
-from harness.testing import plugin_manager
+from harness.testing import hub_server, invoke, plugin_manager
 from harness_stark.datasets import StarkAmazon, StarkMag, StarkPrime
+from harness_stark.testing import random_prime, stark_data_dir, write_all, write_files
+
+REPO = Path(__file__).resolve().parents[3]
+#: skip unless $STARK_DATA_DIR holds the real STaRK query sets
+needs_stark_data = pytest.mark.skipif(stark_data_dir() is None, reason="set STARK_DATA_DIR to the STaRK files")
 
 #: the official query files of each dataset, a slice of each (tests/test_queries.py reads them too)
 SLICE_ROOT = REPO / "tests" / "data" / "stark"
@@ -78,11 +81,7 @@ def test_query_slice_in_official_layout() -> None:
 
 def _harness(*args: str) -> Any:
     """``harness ARGS --format json`` in this process; its JSON output."""
-    from click.testing import CliRunner
-
-    from harness.cli import cli
-
-    result = CliRunner().invoke(cli, [*args, "--format", "json"])
+    result = invoke(*args, "--format", "json")
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 
@@ -215,7 +214,7 @@ def test_offline_without_a_local_copy_is_one_clear_error(tmp_path: Path) -> None
         "STARK_DATA_DIR": "",
     }
     result = subprocess.run(
-        [sys.executable, "-c", "from harness.cli import main; main()", "describe", "stark-mag"],
+        [str(Path(sys.executable).with_name("harness")), "describe", "stark-mag"],
         capture_output=True,
         text=True,
         env={**os.environ, **env},

@@ -2,7 +2,7 @@
 the same files: every node's document (with and without relations, plain and compact), the
 candidates, the undirected edge multiset, and every node's neighbours through every relation.
 
-The files (see ``stark_fixtures``) are the tiny hand-made SKBs, seeded ones of a few hundred
+The files (see ``harness_stark.testing``) are the tiny hand-made SKBs, seeded ones of a few hundred
 nodes with what the releases contain, and seeded ones whose every field the documents read may
 hold any of many shapes or be missing; laid out unzipped or as ``processed.zip``. Their graphs
 are directed, symmetric as a multiset (the official loader keeps those as they are) or
@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-import stark_fixtures as fixtures
 import torch
-from official import official_skb_classes
 
 import harness_stark.skb as skb_module
+import harness_stark.testing as fixtures
 from harness import HarnessError
+from harness.testing import official_skb_classes
 from harness_stark.datasets import StarkAmazon, StarkMag, StarkPrime
 from harness_stark.graph import to_undirected
 from harness_stark.skb import StarkSKB

@@ -6,19 +6,19 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from helpers import needs_stark_data, stark_data_dir
 
-from harness.cli import cli
+from harness.testing import invoke
+from harness_stark.testing import stark_data_dir
+
+needs_stark_data = pytest.mark.skipif(stark_data_dir() is None, reason="set STARK_DATA_DIR to the STaRK files")
 
 
 @needs_stark_data
 @pytest.mark.parametrize(("name", "entropy"), [("amazon", 10.39), ("mag", 10.25), ("prime", 9.63)])
 def test_stark_query_sets_have_the_papers_entropy(name: str, entropy: float, tmp_path: Path) -> None:
     png = tmp_path / f"{name}.png"
-    result = CliRunner().invoke(
-        cli,
-        ["stats", f"stark-{name}", "--data-dir", str(stark_data_dir()), "--format", "json", "--png", str(png)],
+    result = invoke(
+        *("stats", f"stark-{name}", "--data-dir", str(stark_data_dir()), "--format", "json", "--png", str(png)),
         catch_exceptions=False,
     )
     assert result.exit_code == 0, result.output

@@ -10,11 +10,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
-from helpers import REPO
 
 from harness import SKB, BuildContext, EdgeType, HarnessError, load_stark_layout
-from harness.cli import cli
+from harness.testing import invoke
 from harness_debian.dataset import DebianDataset
 from harness_llm.api import LLM, Completion
 from harness_llm.providers import OpenAILLM
@@ -24,6 +22,8 @@ from harness_synthesis.relational import RelationalRequirement
 from harness_synthesis.stage import SynthesisStage
 from harness_synthesis.templates import TEMPLATES, candidates
 from harness_synthesis.templates import Path as MetaPath
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +110,7 @@ def test_stark_templates_use_the_official_relation_names() -> None:
         used = {hop.relation for t in TEMPLATES[name] for p in t.paths for hop in p.hops}
         assert used <= relations, used - relations
     assert len(TEMPLATES["mag"]) == 7  # the paper's Appendix A.3
-    from stark_fixtures import PRIME_NODE_TYPES, PRIME_RELATIONS
+    from harness_stark.testing import PRIME_NODE_TYPES, PRIME_RELATIONS
 
     prime = TEMPLATES["prime"]
     assert len(prime) == 28  # Appendix A.4
@@ -185,7 +185,7 @@ def test_synthesize_writes_an_official_query_set_that_runs(
     plugins.register(provider_plugin(Scripted), "scripted-llm")
     out = tmp_path / "synth"
     args = ["synthesize", "-d", "debian", "--n", "6", "--llm", "scripted:m", "--max-candidates", "8", "--out", str(out)]
-    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    result = invoke(*args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     calls = Scripted.calls
     assert calls > 0
@@ -207,7 +207,7 @@ def test_synthesize_writes_an_official_query_set_that_runs(
     summary = json.loads((root / "synthesis.json").read_text())
     assert summary["queries"] == len(everything) and 0 <= summary["gold_pass_rate"] <= 1
 
-    again = CliRunner().invoke(cli, args, catch_exceptions=False)  # resumes: every stage is on disk
+    again = invoke(*args, catch_exceptions=False)  # resumes: every stage is on disk
     assert again.exit_code == 0 and Scripted.calls == calls
 
     # The synthesized set runs like any other: BM25 over the Debian SKB, a full ranking per query.
@@ -351,7 +351,7 @@ def test_literal_judging_and_template_requests_give_exact_answers_without_asking
     out = tmp_path / "synth"
     args = ["synthesize", "-d", "debian", "--n", "8", "--llm", "copying:m", "--max-candidates", "30"]
     args += ["--request", "template", "--judge", "literal", "--seed", "4", "--out", str(out)]
-    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    result = invoke(*args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     root = out / "qa" / "debian"
     queries = {q.id: q for name in load_stark_layout(root).split_names for q in load_stark_layout(root).split(name)}

@@ -1,4 +1,4 @@
-"""STaRK SKBs written in exactly the official processed format (pickles + torch tensors).
+"""For tests: STaRK SKBs written in exactly the official processed format (pickles + torch tensors).
 
 ``write_prime``, ``write_mag`` and ``write_amazon`` write tiny hand-made SKBs whose every node
 a reader can check by eye. ``random_prime``, ``random_mag`` and ``random_amazon`` build a few
@@ -9,12 +9,14 @@ and Q&A lists; plus, unconnected, a few nodes on which the official ``get_doc_in
 fails. ``random_shapes`` puts every field the official documents read in any of many shapes
 (or leaves it out). ``write_files`` lays any of them out as the release does, unzipped or as
 ``skb/<name>/processed.zip``. The differential tests run the official ``stark_qa`` loaders
-on these files and compare every node.
+on these files and compare every node. :func:`stark_data_dir` is where the real files are, if
+anywhere (``$STARK_DATA_DIR``).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import pickle
 import random
 import zipfile
@@ -25,7 +27,7 @@ from typing import Any, Literal
 import torch
 
 
-def _save(
+def save_processed(
     directory: Path,
     node_info: dict,
     edges: list[tuple[int, int, int]],
@@ -81,7 +83,7 @@ PRIME_RELATIONS = [
 
 def write_prime(root: Path) -> None:
     rel = PRIME_RELATIONS.index
-    node_info = {
+    node_info: dict[int, dict[str, Any]] = {
         0: {
             "id": "9796",
             "type": "gene/protein",
@@ -162,7 +164,7 @@ def write_prime(root: Path) -> None:
         (0, 6, rel("expression present")),
         (2, 7, rel("side effect")),
     ]
-    _save(
+    save_processed(
         root / "skb" / "prime" / "processed",
         node_info,
         edges,
@@ -215,7 +217,7 @@ def write_mag(root: Path) -> None:
         (1, 9, 3),
         (2, 9, 3),  # authorship
     ]
-    _save(root / "skb" / "mag" / "processed", node_info, edges, node_types, None, None)
+    save_processed(root / "skb" / "mag" / "processed", node_info, edges, node_types, None, None)
     (root / "skb" / "mag" / "schema").mkdir(parents=True, exist_ok=True)
 
 
@@ -291,7 +293,7 @@ def write_amazon(root: Path) -> None:
         (2, 8, 4),
         (2, 9, 4),  # has_color
     ]
-    _save(
+    save_processed(
         root / "skb" / "amazon" / "processed" / "cache" / "brand-category-color",
         node_info,
         edges,
@@ -366,7 +368,9 @@ def write_files(root: Path, name: str, files: SKBFiles, zipped: bool = False) ->
     as ``root`` (for a zipped layout, an unzipped copy outside ``root/skb``)."""
     official = (root / "unzipped" if zipped else root) / "skb" / name
     processed = official / PROCESSED[name]
-    _save(processed, files.node_info, files.edges, files.node_types, files.edge_type_dict, files.node_type_dict)
+    save_processed(
+        processed, files.node_info, files.edges, files.node_types, files.edge_type_dict, files.node_type_dict
+    )
     if name == "mag":
         (official / "schema").mkdir(parents=True, exist_ok=True)  # else the official loader downloads it
     if zipped:
@@ -499,10 +503,10 @@ def random_prime(seed: int, graph: Graph = "directed", num_nodes: int = 300) -> 
         node_info[i] = info
         node_types.append(kind_id)
     node_info[1]["name"] = 12345  # not a string
-    gene = PRIME_NODE_TYPES.index("gene/protein")
+    gene_type = PRIME_NODE_TYPES.index("gene/protein")
     node_info[2] = {"id": "2", "type": "gene/protein", "name": "LONG", "source": "NCBI", "details": {}}
     node_info[2]["details"]["generif"] = [{"text": "w " * 30000}, {"text": "v " * 30000}]  # cut at 50000 words
-    node_types[2] = gene
+    node_types[2] = gene_type
     isolated = set(rng.sample(range(num_nodes), 10))
     linked = [i for i in range(num_nodes) if i not in isolated]
     edges = _shape(_links(rng, linked, len(PRIME_RELATIONS), 700, unknown=(18, 19, 40)), graph, rng)
@@ -510,7 +514,7 @@ def random_prime(seed: int, graph: Graph = "directed", num_nodes: int = 300) -> 
     def gene(name: str, details: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return "gene/protein", {"id": "b", "type": "gene/protein", "name": name, "source": "NCBI", "details": details}
 
-    broken = [  # the official get_doc_info raises on each (no edges, so only on itself)
+    broken: list[tuple[str, dict[str, Any]]] = [  # the official get_doc_info raises on each (no edges: only itself)
         ("disease", {"id": "b", "type": "disease", "name": "nan", "source": "MONDO"}),  # 'nan' is cleaned away
         ("disease", {"id": "b", "type": "disease", "name": math.nan, "source": "MONDO"}),
         ("drug", {"id": "b", "type": "drug", "name": "no source"}),
@@ -674,9 +678,9 @@ def random_mag(seed: int, graph: Graph = "directed") -> SKBFiles:
         ("author", {"type": "venue", "DisplayName": "not a MAG type", "PaperCount": 1, "CitationCount": 1}),
     ]
     types = list(kinds)
-    for kind, info in broken:
+    for kind_name, info in broken:
         node_info[len(node_info)] = info
-        types.append({v: k for k, v in MAG_NODE_TYPES.items()}[kind])
+        types.append({v: k for k, v in MAG_NODE_TYPES.items()}[kind_name])
     return SKBFiles(node_info, edges, types, None, None)
 
 
@@ -722,6 +726,9 @@ def random_shapes(name: Literal["prime", "mag", "amazon"], seed: int, num_nodes:
                 out[key] = value
         return out
 
+    kind: Any  # a type's id or name, or any of SHAPES
+    base: dict[str, Any]
+    type_dicts: tuple[dict[int, str] | None, dict[int, str] | None]
     node_info: dict[int, Any] = {}
     if name == "amazon":
         types = [rng.choice([0, 0, 0, 1, 2, 3]) for _ in range(num_nodes)]
@@ -774,3 +781,11 @@ def random_shapes(name: Literal["prime", "mag", "amazon"], seed: int, num_nodes:
         (rng.randrange(num_nodes), rng.randrange(num_nodes), rng.randrange(relations)) for _ in range(3 * num_nodes)
     ]
     return SKBFiles(node_info, edges, types, *type_dicts)
+
+
+def stark_data_dir() -> Path | None:
+    """``$STARK_DATA_DIR``: real STaRK files in the official layout (``qa/<name>/...``), which the
+    tests that read real query sets use (skipped without it); ``.ci/run`` points it at
+    ``../shared/stark``."""
+    value = os.environ.get("STARK_DATA_DIR")
+    return Path(value) if value and (Path(value) / "qa").is_dir() else None

@@ -2,7 +2,8 @@
 ir_measures (which reads the TREC files with its own parser), and check that every metric of
 the row whose definition trec_eval shares equals theirs, query by query and on average.
 
-The conftest applies this to every run the suite makes through ``Runner.run``.
+The root conftest applies this to every run the suite makes in-process; a plugin's test may call
+:func:`check_run_dir` on a run directory it made otherwise (a ``harness run`` in a subprocess).
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ import json
 import tempfile
 from collections import defaultdict
 from pathlib import Path
-
-from official import ir_measures, pytrec_eval
+from typing import Any
 
 from harness.metrics import parse_metrics
 from harness.plugins.metric_families import BUILTIN_METRICS
+from harness.testing.references import ir_measures, pytrec_eval
 
 FAMILIES = {m.family: m for m in BUILTIN_METRICS}
 #: trec_eval measure (without its cut-off) → ir_measures' name for it.
@@ -52,7 +53,9 @@ def check_run_dir(run_dir: str | Path) -> dict[str, int]:
     )
 
 
-def check_run(row: dict, per_query_file: Path, run_file: Path, qrels: dict[str, dict[str, int]]) -> dict[str, int]:
+def check_run(
+    row: dict[str, Any], per_query_file: Path, run_file: Path, qrels: dict[str, dict[str, int]]
+) -> dict[str, int]:
     """The same check for a row, its per-query file, its TREC run (possibly gzip'd) and qrels."""
     per_query = [json.loads(line) for line in per_query_file.read_text().splitlines()]
     trec = {m.name: m.trec_eval_measure for m in parse_metrics(list(row["metrics"]), FAMILIES) if m.trec_eval_measure}
