@@ -36,7 +36,7 @@ def _rankings(seed: int, count: int) -> list[np.ndarray]:
         n = int(rng.integers(0, 120))
         kind = trial % 5
         if kind == 0:
-            values = rng.choice(SPECIAL + [np.inf, -np.inf, np.nan, 1e39], size=n)
+            values = rng.choice([*SPECIAL, np.inf, -np.inf, np.nan, 1e39], size=n)
         elif kind == 1:
             values = rng.integers(-3, 4, size=n).astype(np.float64)
         elif kind == 2:
