@@ -136,7 +136,9 @@ def load_stark_layout(root: str | Path, name: str | None = None) -> QuerySet:
     files = _layout_files(root)
     if not files:
         raise HarnessError(f"no STaRK query files under {root} (expected stark_qa/stark_qa.csv)")
-    key = stable_hash([_CACHE_LAYOUT, [[path.relative_to(root).as_posix(), file_digest(path)] for path in files]], 32)
+    # the parser's own source is part of the key: a fix to it is never served stale parses
+    parsed_by = [_CACHE_LAYOUT, file_digest(__file__)]
+    key = stable_hash([parsed_by, [[path.relative_to(root).as_posix(), file_digest(path)] for path in files]], 32)
     entry = cache_root() / "queries" / key
     if verified_entry(entry):
         try:
@@ -157,7 +159,7 @@ def load_stark_layout(root: str | Path, name: str | None = None) -> QuerySet:
     return QuerySet(name, splits)
 
 
-#: bump when what ``_parse_layout`` makes of the same files changes
+#: bump when what ``_parse_layout`` makes of the same files changes in code outside this module
 _CACHE_LAYOUT = 1
 
 

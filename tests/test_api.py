@@ -46,6 +46,11 @@ def test_evaluate_by_name_is_what_the_command_line_runs(tmp_path: Path) -> None:
         "overlap", "tiny", "test", k=3, metrics=["hit@1", "mrr"], output_dir=tmp_path / "a", plugins=plugins
     )
     assert resumed.resumed_queries == 6 and resumed.row.metrics == outcome.row.metrics
+    # the plugin's class constructed by the caller is the same configuration: it resumes the same run
+    given = harness.evaluate(
+        OverlapRetriever(), "tiny", "test", k=3, metrics=["hit@1", "mrr"], output_dir=tmp_path / "a", plugins=plugins
+    )
+    assert given.row.retriever == outcome.row.retriever and given.run_dir == outcome.run_dir
 
 
 def test_a_retriever_constructed_by_the_caller_is_run_and_recorded(tmp_path: Path) -> None:
@@ -53,7 +58,8 @@ def test_a_retriever_constructed_by_the_caller_is_run_and_recorded(tmp_path: Pat
     outcome = harness.evaluate(Reversed(depth=2), TinyDataset(), "test", k=2, output_dir=tmp_path, plugins=plugins)
     row = outcome.row
     assert (row.retriever.name, row.retriever.version, row.retriever.params) == ("reversed", "2", {"depth": 2})
-    assert row.retriever.package is None  # defined in a test module, not an installed distribution
+    # registered by no plugin: recorded by its import path, never as a plugin's component
+    assert row.retriever.plugin == f"{Reversed.__module__}:Reversed" and row.retriever.package is None
     assert row.dataset.name == "tiny"
     ranked = [json.loads(line)["ids"] for line in (outcome.run_dir / "results.jsonl").read_text().splitlines()]
     candidates = sorted(TinyDataset().load_skb().candidate_ids.tolist(), reverse=True)
@@ -61,6 +67,17 @@ def test_a_retriever_constructed_by_the_caller_is_run_and_recorded(tmp_path: Pat
     # another parameter is another configuration, never the earlier results
     other = harness.evaluate(Reversed(depth=1), TinyDataset(), "test", k=2, output_dir=tmp_path, plugins=plugins)
     assert other.run_dir != outcome.run_dir and other.resumed_queries == 0
+
+
+def test_a_notebook_class_named_like_a_plugin_is_not_taken_for_it(tmp_path: Path) -> None:
+    class Impostor(Reversed):
+        name = "overlap"
+
+    plugins = plugin_manager(Components([OverlapRetriever]))
+    real = harness.evaluate("overlap", "tiny", "test", k=3, output_dir=tmp_path, plugins=plugins)
+    other = harness.evaluate(Impostor(), "tiny", "test", k=3, output_dir=tmp_path, plugins=plugins)
+    assert other.row.retriever.plugin.endswith("Impostor") and other.run_dir != real.run_dir
+    assert other.resumed_queries == 0
 
 
 def test_bad_requests_are_one_clear_error(tmp_path: Path) -> None:

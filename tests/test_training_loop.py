@@ -27,9 +27,9 @@ from pydantic import Field
 import harness
 from harness import SKB, BuildContext, EpochLoop, HarnessError, Query, Ranking, TrainContext
 from harness.caches import MANIFEST
-from harness.testing import checkpoint_entry, run_retriever
+from harness.testing import checkpoint_entry, require, run_retriever
 
-torch = pytest.importorskip("torch")
+torch = require("torch", install="pip install torch (see the README)")
 
 PAUSE_AT = "LOOP_TEST_PAUSE_AT"  # the child stops (to be killed) when this epoch starts
 PAUSE_WRITING = "LOOP_TEST_PAUSE_WRITING"  # ... or while it writes this epoch's checkpoint

@@ -26,7 +26,7 @@ from harness.retriever import BuildContext, Ranking, Retriever
 from harness.run import Runner, resolve
 from harness.run.registry import parse_registry
 from harness.skb import SKB
-from harness.testing import check_run_dir
+from harness.testing import check_run_dir, require
 from harness.trec import read_run, strictly_decreasing
 
 REGISTRY = """
@@ -240,7 +240,7 @@ def test_evaluate_with_no_query_in_common_scores_zero(tmp_path: Path) -> None:
 
 def test_evaluate_reads_ties_as_trec_eval_does(tmp_path: Path) -> None:
     """Equal scores (also equal only as float32) are ordered by document id, descending."""
-    pytrec_eval = pytest.importorskip("pytrec_eval")
+    pytrec_eval = require("pytrec_eval", extra="stark-harness[test]")
     (tmp_path / "run.trec").write_text("1 Q0 d1 1 5.0 x\n1 Q0 d2 2 5.0 x\n1 Q0 d3 3 5.0000000001 x\n1 Q0 d9 4 1.0 x\n")
     (tmp_path / "qrels.trec").write_text("1 0 d1 1\n1 0 d9 1\n")
     result = CliRunner().invoke(

@@ -1,13 +1,15 @@
 """The ``harness`` command line: the group, error reporting and plugin loading.
 
 Every command is added by a plugin through ``register_commands``, the built-in ones too
-(``harness.cli.run``, ``harness.cli.inspect``, ... are listed in
-``harness.plugins.DEFAULT_PLUGINS``), so a third party's command is added exactly like ours.
+(``harness.cli.run``, ``harness.cli.inspect``, ... are listed in :data:`COMMAND_PLUGINS` and
+registered on the plugin manager when the command line starts), so a third party's command is
+added exactly like ours.
 Commands import what they need inside their functions: ``harness --help`` loads no numerics.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
@@ -20,6 +22,16 @@ from typing import Any
 import click
 
 from harness.errors import HarnessError
+
+#: the built-in commands, each module a plugin registered like an installed one
+COMMAND_PLUGINS = (
+    "harness.cli.run",
+    "harness.cli.train",
+    "harness.cli.inspect",
+    "harness.cli.evaluate",
+    "harness.cli.submit",
+    "harness.cli.leaderboard",
+)
 
 #: where a ``file:line`` of an error is not worth showing: the harness itself and the stdlib
 _HARNESS_ROOT = str(Path(__file__).resolve().parents[1])
@@ -38,6 +50,9 @@ class HarnessGroup(click.Group):
         from harness.plugins import get_plugin_manager
 
         manager = get_plugin_manager()
+        for module_name in COMMAND_PLUGINS:
+            if not manager.pm.has_plugin(module_name):
+                manager.register(importlib.import_module(module_name), module_name)
         key = (id(manager), frozenset(name for name, _ in manager.pm.list_name_plugin()))
         if self._loaded_for != key:
             self.commands = {}

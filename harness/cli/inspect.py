@@ -25,6 +25,10 @@ def list_(show_params: bool, fmt: str, registry_path: str | None) -> None:
     from harness.run import load_registry
 
     plugins = get_plugin_manager()
+    loaded_before = len(plugins.failures)
+    plugins.load_all()  # a component whose code does not load is reported and left out, as a broken plugin is
+    for failure in plugins.failures[loaded_before:]:
+        click.echo(f"warning: plugin {failure.plugin!r}: {failure.error}", err=True)
     registry = load_registry(registry_path, plugins, check_all=True)
     found = runnable(registry, plugins)
     components = plugins.components

@@ -58,16 +58,10 @@ __all__ = [
     "using",
 ]
 
-#: Built-in plugins, registered exactly like installed ones: the metrics and every CLI command.
-DEFAULT_PLUGINS = (
-    "harness.plugins.builtin_metrics",
-    "harness.cli.run",
-    "harness.cli.train",
-    "harness.cli.inspect",
-    "harness.cli.evaluate",
-    "harness.cli.submit",
-    "harness.cli.leaderboard",
-)
+#: Built-in plugins, registered exactly like installed ones: the metrics. The command line adds
+#: its own commands the same way when it starts (``harness.cli.COMMAND_PLUGINS``): the plugin
+#: manager never imports the layer above it, and the library API loads no command.
+DEFAULT_PLUGINS = ("harness.plugins.builtin_metrics",)
 
 #: hook name -> (base class its components must subclass, kind shown in messages); plugins
 #: add kinds of their own through ``add_hookspecs`` (harness-llm adds "llm").
@@ -276,9 +270,17 @@ class PluginManager:
             except Exception as exc:
                 self.failures.append(PluginFailure(impl.plugin_name, describe_exception(exc), "register_commands"))
 
+    def load_all(self) -> Components:
+        """The components, every one imported; those that do not load are recorded as failures
+        of their plugin and left out (what the commands that list everything use)."""
+        components = self.components
+        components.load_all({kind: hook for hook, (_, kind) in self.component_hooks.items()})
+        return components
+
     def describe(self, hook: str | None = None) -> list[dict[str, Any]]:
-        """Installed plugins and the hooks they implement (``harness plugins``)."""
-        self.components  # noqa: B018 - collecting records hook failures
+        """Installed plugins and the hooks they implement (``harness plugins``); every component
+        is imported, so that one whose code does not load is shown with its plugin's errors."""
+        self.load_all()
         rows = []
         for name, plugin in self.pm.list_name_plugin():
             hooks = sorted(impl.name for impl in self.pm.get_hookcallers(plugin) or [])
@@ -287,7 +289,7 @@ class PluginManager:
             row: dict[str, Any] = {"name": name, "hooks": hooks}
             if name in self.distributions:
                 row["package"] = self.distributions[name]
-            if name in DEFAULT_PLUGINS:
+            if name in DEFAULT_PLUGINS or name.startswith("harness."):  # the core's own modules
                 row["builtin"] = True
             errors = [f.error for f in self.failures if f.plugin == name]
             if errors:

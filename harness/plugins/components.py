@@ -74,6 +74,18 @@ class ComponentMap(Mapping[str, type[Any]]):
     def __contains__(self, name: object) -> bool:
         return name in self._entries
 
+    def load_all(self, failures: list[PluginFailure], hook: str) -> None:
+        """Import every component registered by path; one that does not load is recorded in
+        ``failures`` and left out, as a plugin that fails to import is (``harness list``,
+        ``harness plugins``: the commands that show everything)."""
+        for name, entry in list(self._entries.items()):
+            if isinstance(entry, LazyComponent):
+                try:
+                    self._entries[name] = entry.load()
+                except HarnessError as exc:
+                    failures.append(PluginFailure(entry.plugin, str(exc), hook))
+                    del self._entries[name]
+
     def loaded(self, name: str) -> type[Any] | None:
         """The component ``name`` if its code is loaded already (else None: nothing is imported)."""
         entry = self._entries.get(name)
@@ -104,6 +116,12 @@ class Components:
             known = ", ".join(sorted(found)) or "none installed"
             raise HarnessError(f"unknown {kind} {name!r}; known: {known}{self.failure_hint()}")
         return found[name]
+
+    def load_all(self, hooks: Mapping[str, str]) -> None:
+        """Every component imported (``hooks``: kind → the hook that registers it, for the
+        failures recorded of those that do not load)."""
+        for kind, found in self.by_kind.items():
+            found.load_all(self.failures, hooks.get(kind, "register"))
 
     def failure_hint(self) -> str:
         """A note naming plugins that failed, for "unknown component" errors."""

@@ -8,7 +8,6 @@ records exactly their parameters.
 
 from __future__ import annotations
 
-import importlib.metadata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -121,33 +120,35 @@ def construct(
     return Component(name, instance, info)
 
 
-def adopt(kind: str, instance: Any) -> Component:
+def adopt(kind: str, instance: Any, plugins: Any) -> Component:
     """A component the caller constructed (``harness.evaluate(MyRetriever(...))``), recorded as
-    constructing it by name would be: its ``name``, every parameter that runs, its version and
-    the distribution its class comes from (none for a class defined in a notebook)."""
+    constructing it by name would be: its ``name``, every parameter that runs, its version, and
+    where its class comes from. A class a plugin registers under that name is recorded as that
+    plugin's (its distribution too), exactly as resolving the name would record it; any other
+    class by its import path (``plugin: "__main__:Mine"``), so that a notebook's class is never
+    taken for a plugin's of the same name (another configuration, never its results)."""
     name = getattr(instance, "name", None)
     if not isinstance(name, str) or not name:
         raise HarnessError(f"{type(instance).__name__}: a {kind} needs a class attribute `name`")
+    cls = type(instance)
+    components = plugins.components
+    registered = components.by_kind.get(kind, {})
+    try:
+        is_plugins = name in registered and (kind, name) not in components.clashes and registered[name] is cls
+    except HarnessError:  # the plugin's class does not load: this one is not it
+        is_plugins = False
     full = instance.params
     check_no_secrets(full, f"{kind} {name!r}")
     info = ComponentInfo(
         name=name,
-        plugin=name,
+        plugin=name if is_plugins else f"{cls.__module__}:{cls.__qualname__}",
         params=redacted(full),
         version=str(getattr(instance, "version", "0")),
-        package=_distribution(type(instance).__module__),
+        package=(plugins.distributions.get(components.owner.get((kind, name), "")) if is_plugins else None),
     )
     if info.params != full:
         info._runtime_params = full
     return Component(name, instance, info)
-
-
-def _distribution(module: str) -> str | None:
-    """ "name version" of the installed distribution that has ``module``, if any."""
-    top = module.partition(".")[0]
-    for dist in importlib.metadata.packages_distributions().get(top, []):
-        return f"{dist} {importlib.metadata.version(dist)}"
-    return None
 
 
 def resolve_retrievers(
@@ -207,8 +208,8 @@ def resolve(
     dataset entry's parameters (``--data-dir`` sets ``data_dir``), ``retriever_params`` the
     retriever's (``-p KEY=VALUE``). ``retriever`` and ``dataset`` may be objects the caller
     constructed (a notebook's retriever); what they ``uses()`` is resolved by name as usual."""
-    given = adopt("retriever", retriever) if isinstance(retriever, Retriever) else None
-    given_dataset = adopt("dataset", dataset) if isinstance(dataset, Dataset) else None
+    given = adopt("retriever", retriever, plugins) if isinstance(retriever, Retriever) else None
+    given_dataset = adopt("dataset", dataset, plugins) if isinstance(dataset, Dataset) else None
     if given is not None and retriever_params:
         raise HarnessError("retriever parameters go to the retriever's constructor when it is given constructed")
     named = None if isinstance(retriever, Retriever) else retriever  # from here on, names
@@ -226,7 +227,9 @@ def resolve(
     if given_dataset is None:
         _entry("dataset", registry.datasets, DatasetEntry, plugins, dataset)
     # a condition's expected scores belong to the entry's parameters, not to overridden ones
-    condition = None if retriever_params or given else registry.condition_for(retriever, dataset, split)
+    # a condition's scores are for the entries' components, not for objects the caller constructed
+    given_any = given is not None or given_dataset is not None
+    condition = None if retriever_params or given_any else registry.condition_for(retriever, dataset, split)
     k = k if k is not None else (condition.k if condition else registry.defaults.k)
     if k <= 0:
         raise HarnessError(f"k must be a positive integer, got {k}")
