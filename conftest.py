@@ -20,6 +20,16 @@ from harness.plugins import PluginManager, get_plugin_manager, reset_plugin_mana
 from harness.testing import require
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite started in the background (``python -m pytest ... &`` in a script) inherits SIGINT
+    ignored, and so would every process its tests start: the tests that stop ``harness run`` with
+    Ctrl-C need the default back (here and in every pytest-xdist worker)."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The modules with the most ``slow`` tests first, each module's tests in their order: with
     ``-n auto`` a module goes to one worker whole (``--dist loadscope``) as workers free up, so
