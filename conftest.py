@@ -10,6 +10,7 @@ working directory); servers listen on port 0.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,8 +25,6 @@ def pytest_configure(config: pytest.Config) -> None:
     """A suite started in the background (``python -m pytest ... &`` in a script) inherits SIGINT
     ignored, and so would every process its tests start: the tests that stop ``harness run`` with
     Ctrl-C need the default back (here and in every pytest-xdist worker)."""
-    import signal
-
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
