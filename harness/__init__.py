@@ -63,6 +63,7 @@ _EXPORTS: dict[str, str] = {
     "Retriever": "harness.retriever",
     "Reranker": "harness.retriever",
     "Ranking": "harness.retriever",
+    "HealthCheck": "harness.retriever",
     # structure shared by graph-aware retrievers: entity linking, typed relation paths
     "EntityLinker": "harness.graph",
     "RelationPath": "harness.graph",
@@ -163,7 +164,15 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at runtime the names load on fi
     from harness.plugins.executors import executor_from_options, executor_options, make_executor
     from harness.plugins.hookspecs import Register, hookimpl, hookspec
     from harness.queries import Query, QuerySet, load_stark_layout, read_stark_csv, write_stark_csv
-    from harness.retriever import BuildContext, ProgressTask, Ranking, Reranker, Retriever, TrainContext
+    from harness.retriever import (
+        BuildContext,
+        HealthCheck,
+        ProgressTask,
+        Ranking,
+        Reranker,
+        Retriever,
+        TrainContext,
+    )
     from harness.retry import Retryable, RetryPolicy
     from harness.retry import classify as classify_failure
     from harness.retry import describe as describe_failure

@@ -32,6 +32,7 @@ from harness.retriever import ProgressFactory, Retriever
 from harness.run.registry import Registry, load_registry
 from harness.run.resolve import RunSpec, resolve
 from harness.run.runner import Runner, RunOutcome
+from harness.run.seeds import run_seeds
 from harness.training import TrainingInfo
 
 __all__ = ["evaluate", "plan", "runner", "train"]
@@ -128,6 +129,7 @@ def evaluate(
     registry: str | Path | Registry | None = None,
     plugins: PluginManager | None = None,
     progress: ProgressFactory | None = None,
+    seeds: Sequence[int] | None = None,
 ) -> RunOutcome:
     """Run ``retriever`` on ``dataset``'s ``split`` and score it: ``harness run`` as a function.
 
@@ -136,7 +138,10 @@ def evaluate(
     ``train_split`` (early stopping on ``validation_split``) unless ``allow_training`` is false
     and no checkpoint exists. Returns the :class:`RunOutcome`: ``row`` (metrics, latency, cost,
     provenance), ``run_dir`` (per-query results, TREC run and qrels), ``checks`` against the
-    registry's expected scores, ``notes`` on what was healed. Running it again resumes."""
+    registry's expected scores, ``notes`` on what was healed. Running it again resumes.
+
+    ``seeds`` (two or more): train and evaluate once per training seed, and return one row with
+    each metric's mean and spread over them (a sample keeps ``seed``)."""
     spec = plan(
         retriever,
         dataset,
@@ -151,7 +156,7 @@ def evaluate(
         registry=registry,
         plugins=plugins,
     )
-    return runner(
+    runs = runner(
         output_dir=output_dir,
         device=device,
         batch_size=batch_size,
@@ -163,7 +168,10 @@ def evaluate(
         executor=executor,
         progress=progress,
         plugins=plugins,
-    ).run(spec)
+    )
+    if seeds:
+        return run_seeds(runs, spec, seeds)
+    return runs.run(spec)
 
 
 def train(

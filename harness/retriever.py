@@ -29,6 +29,21 @@ from harness.skb import SKB
 Regime = Literal["zero-shot", "trained", "llm-at-query-time"]
 
 
+@dataclass(frozen=True)
+class HealthCheck:
+    """A retriever's own idea at work, stated as a counter that must not (almost) stay at zero.
+
+    The runner sums the per-query counters of :meth:`Retriever.health` into the row's ``health``;
+    a check fails (and the row is flagged, with ``what`` in the reason) when ``counter`` summed is
+    below ``at_least`` times the denominator: the number of queries, or the counter ``per``.
+    """
+
+    counter: str
+    what: str  # what the counter counts, said to a reader: "a structured query executed"
+    at_least: float = 0.05
+    per: str | None = None  # another counter as the denominator (verdicts, scored candidates)
+
+
 @dataclass
 class Ranking:
     """Node ids, best first, and their scores (higher is better).
@@ -254,6 +269,25 @@ class Retriever(ABC):
         their configurations become part of this run's configuration."""
         return []
 
+    @classmethod
+    def health(cls, details: dict[str, Any] | None) -> dict[str, float]:
+        """The counters that show this retriever's own idea at work in one query, read from the
+        ``details`` of its ranking (parses executed, fallbacks taken, verdicts by value). A class
+        method on the recorded details alone, so ``harness leaderboard validate`` recomputes
+        them from a row's per-query results without building anything."""
+        return {}
+
+    @classmethod
+    def health_checks(cls, params: dict[str, Any]) -> list[HealthCheck]:
+        """The counters (see :meth:`health`) whose (near) absence means the row does not measure
+        what its name says; ``params`` are the row's parameters (a source switched off is not
+        checked)."""
+        return []
+
+
+#: the key of a reranked ranking's details that holds its first stage's ids, in order
+FIRST_STAGE = "first_stage"
+
 
 class Reranker(Retriever):
     """A retriever that reorders the top ``candidates`` of the retriever it uses (``first_stage``).
@@ -284,7 +318,16 @@ class Reranker(Retriever):
     def search(self, queries: Sequence[Query], k: int, top_ranked: Sequence[Ranking] | None = None) -> list[Ranking]:
         if top_ranked is None:
             top_ranked = self.first_stage.search(queries, self.options.candidates)  # type: ignore[attr-defined]
-        return self.rerank(queries, top_ranked, k)
+        return self.noting_first_stage(self.rerank(queries, top_ranked, k), top_ranked)
+
+    @staticmethod
+    def noting_first_stage(reranked: Sequence[Ranking], first_stage: Sequence[Ranking]) -> list[Ranking]:
+        """``reranked`` with each first stage's ids in its details: the row then says whether
+        reranking helped (a reranker that overrides ``search`` calls this itself)."""
+        return [
+            Ranking(r.ids, r.scores, {**(r.details or {}), FIRST_STAGE: [int(i) for i in first.ids]})
+            for r, first in zip(reranked, first_stage, strict=True)
+        ]
 
     @abstractmethod
     def rerank(self, queries: Sequence[Query], candidates: Sequence[Ranking], k: int) -> list[Ranking]:

@@ -301,8 +301,13 @@ def training_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def seed_and_device_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """``--seed`` and ``--device``, shared by ``run`` and ``train``."""
+    """``--seed``, ``--seeds`` and ``--device``, shared by ``run`` and ``train``."""
     command = click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)(
         command
     )
-    return click.option("--seed", type=int, default=0, show_default=True)(command)
+    command = click.option(
+        "--seeds",
+        help="train (and evaluate) once per seed, e.g. 0,1,2: one row with each metric's mean and spread "
+        "(--seed then seeds only the sample)",
+    )(command)
+    return click.option("--seed", type=int, default=0, show_default=True, help="training and sample seed")(command)

@@ -71,6 +71,7 @@ def run(
     metrics: str | None,
     sample: float | None,
     seed: int,
+    seeds: str | None,
     device: str,
     executor: str,
     address: str | None,
@@ -100,8 +101,10 @@ def run(
     from harness.machine import resolve_device
     from harness.plugins import get_plugin_manager
     from harness.run import load_registry
+    from harness.run.seeds import parse_seeds, run_seeds
 
     # what the runner would refuse, refused before anything resolves (and by --dry-run alike)
+    seed_list = parse_seeds(seeds)
     if batch_size is not None and batch_size <= 0:
         raise HarnessError(f"--batch-size must be positive, got {batch_size}")
     plugins = get_plugin_manager()
@@ -183,7 +186,7 @@ def run(
         for spec in specs:
             console.print(f"[bold]running[/bold] {spec.describe()}", markup=True, highlight=False)
             try:
-                outcome = runner.run(spec)
+                outcome = run_seeds(runner, spec, seed_list) if seed_list else runner.run(spec)
                 if scratch is not None:
                     outcome.row_path = record_row(scratch, outcome.row)
             except HarnessError as exc:

@@ -29,6 +29,7 @@ def train(
     train_split: str,
     validation_split: str,
     seed: int,
+    seeds: str | None,
     device: str,
     executor: str,
     address: str | None,
@@ -47,17 +48,22 @@ def train(
     Training itself runs in this process; --executor ray and --devices reach what it builds
     first (the documents of the retrievers it uses, encoded on the cluster or the devices)."""
     from harness import api  # what training needs loads here, not for `harness --help`
+    from harness.run.seeds import parse_seeds
 
     # nothing is evaluated: the spec's split (the registry default) only passes resolve's checks
-    spec = api.plan(
-        retriever,
-        dataset,
-        seed=seed,
-        data_dir=data_dir,
-        train_split=train_split,
-        params=retriever_params,
-        registry=registry_path,
-    )
+    specs = [
+        api.plan(
+            retriever,
+            dataset,
+            seed=s,
+            data_dir=data_dir,
+            train_split=train_split,
+            params=retriever_params,
+            registry=registry_path,
+        )
+        for s in parse_seeds(seeds) or [seed]
+    ]
+    spec = specs[0]
     if spec.main.instance.regime != "trained":
         raise HarnessError(f"retriever {retriever!r} is {spec.main.instance.regime}: it has nothing to train")
     where = executor_from_options(executor, address, num_gpus_per_worker, workers)
@@ -70,16 +76,19 @@ def train(
             executor=where,
             devices=common.split_list(devices) or (),
         )
-        trained = runner.train(spec)
+        trained = [runner.train(each) for each in specs]
     if fmt == "json":
-        common.echo_json({name: info.model_dump(mode="json") for name, info in trained.items()})
+        found = [{name: info.model_dump(mode="json") for name, info in t.items()} for t in trained]
+        common.echo_json(found[0] if len(found) == 1 else found)
         return
-    for name, info in trained.items():
-        common.stdout.print(
-            f"{name}: trained on {info.split} ({info.queries} queries, digest {info.digest}) in {info.seconds:.1f} s "
-            f"on {info.device}; checkpoint {info.checkpoint} ({info.checkpoint_digest[:16]})",
-            highlight=False,
-        )
+    for each in trained:
+        for name, info in each.items():
+            common.stdout.print(
+                f"{name} (seed {info.seed}): trained on {info.split} ({info.queries} queries, digest {info.digest}) "
+                f"in {info.seconds:.1f} s on {info.device}; checkpoint {info.checkpoint} "
+                f"({info.checkpoint_digest[:16]})",
+                highlight=False,
+            )
 
 
 @hookimpl

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from harness.errors import HarnessError, require
 from harness.io import stable_hash
 from harness.leaderboard.bundles import RunEntry, run_files
+from harness.leaderboard.evidence import check_seeded, health_problems
 from harness.leaderboard.rows import LeaderboardRow, json_schema, schema_problem
 from harness.metrics import METRICS_VERSION, evaluate, means, parse_metrics
 from harness.plugins import get_plugin_manager
@@ -173,6 +174,11 @@ def _validate_entry(entry: RunEntry, checker: Any, datasets: _Datasets) -> Valid
     result.checks.append("schema")
     if entry.directory is None:
         result.problems.append("no per-query results: the row names no run directory")
+        return result
+    if row.seeds is not None:  # each seed's run is checked like a row; the row from them
+        result.checks += check_seeded(
+            row, entry.directory, lambda e: _validate_entry(e, checker, datasets), result.problems
+        )
         return result
     files = run_files(entry.directory)
     missing = [name for name, path in files.items() if name != "row.json" and not path.is_file()]
@@ -381,6 +387,9 @@ def _recompute(
             result.problems.append(f"{name}: the row says {row.metrics[name]:.6f}, recomputed {value:.6f}")
     if result.ok:
         result.checks.append(f"metrics recomputed from {len(qids)} rankings")
+        result.problems += health_problems(row, records, ranked, [q.answer_ids for q in queries], candidate_mask(skb))
+        if result.ok:
+            result.checks.append("health recomputed from the per-query details")
 
 
 def summarize_failures(results: Iterable[Validation]) -> str:

@@ -6,7 +6,9 @@ first entry of ``uses``); every component records the parameters that ran, defau
 Added within schema 2, optional so that earlier rows stay valid: a component's ``provenance``
 (what building it resolved, such as a hub id's commit; not hashed) and the row's
 ``queries_digest`` (the split's queries, so that rows of different query sets never mix);
-``hardware.executor`` (a run on an executor's workers, such as Ray's; not hashed).
+``hardware.executor`` (a run on an executor's workers, such as Ray's; not hashed); ``health``
+(the counters that show the system's own idea at work, and flags when it never ran) and
+``seeds`` (a row averaged over training seeds, with each seed's metrics).
 """
 
 from __future__ import annotations
@@ -66,6 +68,48 @@ class Latency(BaseModel):
     batch_size: int = Field(description="queries per search call; latency is amortised per query")
 
 
+class HealthFlag(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    component: str = Field(description="the part of the system that (almost) never ran")
+    reason: str = Field(description="what the counters show, said to a reader")
+
+
+class Health(BaseModel):
+    """Whether the system's own idea ran: counters summed over the queries (recomputed by
+    ``harness leaderboard validate`` from the per-query details) and the flags they raise."""
+
+    model_config = ConfigDict(extra="forbid")
+    counters: dict[str, float] = Field(default_factory=dict, description="summed over the queries")
+    queries: int = Field(ge=0)
+    first_stage: dict[str, float] | None = Field(
+        None,
+        description="a reranker's first stage's metrics on the same queries, at the reranked depth, beside the "
+        "reranked ones",
+    )
+    flags: list[HealthFlag] = Field(
+        default_factory=list,
+        description="non-empty when the row's distinguishing component never (or almost never) ran",
+    )
+
+
+class MetricSpread(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    mean: float
+    std: float = Field(description="sample standard deviation over the seeds (ddof 1)")
+    min: float
+    max: float
+
+
+class Seeds(BaseModel):
+    """A row averaged over training seeds: each seed's run is a subdirectory of the row's run."""
+
+    model_config = ConfigDict(extra="forbid")
+    values: list[int] = Field(min_length=2)
+    config_hashes: list[str] = Field(description="each seed's run's configuration hash, in the order of values")
+    metrics: dict[str, MetricSpread]
+    runs: list[str] = Field(description="each seed's run directory, relative to the row's run directory")
+
+
 class Versions(BaseModel):
     model_config = ConfigDict(extra="forbid")
     python: str
@@ -105,6 +149,8 @@ class LeaderboardRow(BaseModel):
         None, description="for a trained retriever: the split and queries trained on, the checkpoint, the time"
     )
     usage: dict[str, Any] = Field(default_factory=dict, description="tokens, cost (USD), API calls")
+    health: Health | None = Field(None, description="whether the system's own components ran")
+    seeds: Seeds | None = Field(None, description="for a row averaged over training seeds: each seed's metrics")
     hardware: Hardware
     versions: Versions
     config_hash: str
@@ -135,8 +181,12 @@ __all__ = [
     "SCHEMA_VERSION",
     "ComponentInfo",
     "Hardware",
+    "Health",
+    "HealthFlag",
     "Latency",
     "LeaderboardRow",
+    "MetricSpread",
+    "Seeds",
     "Versions",
     "hardware",
     "queries_digest",

@@ -48,6 +48,9 @@ class RunSpec:
     metrics: list[str]
     sample: float | None = None
     seed: int = 0
+    #: the seed of the sample when it is not ``seed`` (``--seeds``: each seed trains its own
+    #: model on the same sampled queries)
+    sample_seed: int | None = None
     condition: Condition | None = None
     #: default metrics left out because their cut-off is deeper than the ranking can be
     dropped_metrics: list[str] = field(default_factory=list)
@@ -66,7 +69,13 @@ class RunSpec:
         if isinstance(instance, Reranker):  # its Options have first_stage (not necessarily Reranker.Options)
             chain = f"{instance.options.first_stage} → {self.retriever}"  # type: ignore[attr-defined]
         extra = f", {self.sample:.0%} sample" if self.sample else ""
+        if self.sample_seed is not None:
+            extra += f", seed {self.seed}"
         return f"{chain} on {self.dataset}/{self.split} (k={self.k}{extra})"
+
+    @property
+    def seed_of_sample(self) -> int:
+        return self.seed if self.sample_seed is None else self.sample_seed
 
 
 def _entry(kind: str, entries: dict[str, Any], entry_type: type[Any], plugins: Any, name: str) -> Any:

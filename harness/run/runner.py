@@ -48,6 +48,7 @@ from harness.run.checks import (
     read_usage,
     subtract_usage,
 )
+from harness.run.health import summarize as summarize_health
 from harness.run.outcome import CheckResult, RunInterrupted, RunOutcome
 from harness.run.record import Latency, LeaderboardRow, queries_digest, versions
 from harness.run.resolve import Component, RunSpec
@@ -165,7 +166,7 @@ class Runner:
             queries = dataset.load_queries().split(spec.split)
             split_digest = queries_digest(queries)  # the split's, sampled or not: which rows compare
             if spec.sample:
-                queries = sample(queries, spec.sample, spec.seed)
+                queries = sample(queries, spec.sample, spec.seed_of_sample)
             if not queries:
                 raise HarnessError(f"dataset {spec.dataset!r}, split {spec.split!r} has no queries")
             skb = dataset.load_skb()
@@ -186,7 +187,7 @@ class Runner:
             "queries": queries_digest(queries),
             "split": spec.split,
             "sample": spec.sample,
-            "seed": spec.seed if spec.sample else None,
+            "seed": spec.seed_of_sample if spec.sample else None,
             "k": spec.k,
             "metrics_version": METRICS_VERSION,
         }
@@ -295,6 +296,16 @@ class Runner:
                     [np.asarray(r["ids"], dtype=np.int64) for r in ordered], [q.answer_ids for q in queries], mask
                 )
                 per_query = evaluate(metric_objs, hits, n_relevant)
+                health = summarize_health(
+                    type(spec.main.instance),
+                    retriever_info.params,
+                    [r.get("details") for r in ordered],
+                    [r["ids"] for r in ordered],
+                    [q.answer_ids for q in queries],
+                    mask,
+                )
+                # a row whose own idea never ran is said at once, not only on the leaderboard
+                notes += [f"flagged: {flag.component}: {flag.reason}" for flag in health.flags]
                 gold = [
                     (
                         sorted({int(a) for a in q.answer_ids if mask[a]}),
@@ -335,6 +346,7 @@ class Runner:
                 regime=regime,
                 training=training,
                 usage=usage,
+                health=health,
                 hardware=self._hardware(),
                 versions=versions(),
                 config_hash=config_hash,

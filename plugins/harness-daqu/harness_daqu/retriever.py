@@ -297,6 +297,17 @@ class DAQuRetriever(harness.Retriever):
         if o.candidates is not None:
             self.first_stage = context.retriever(o.first_stage)
 
+    # -- health: whether the query was augmented with its entities' metadata (the paper's idea)
+    @classmethod
+    def health(cls, details: dict[str, Any] | None) -> dict[str, float]:
+        if not details or "features" not in details:
+            return {}
+        return {"linked": float(bool(details.get("entities"))), "augmented": float(details["features"] > 0)}
+
+    @classmethod
+    def health_checks(cls, params: dict[str, Any]) -> list[harness.HealthCheck]:
+        return [harness.HealthCheck("augmented", "a query augmented with its entities' metadata")]
+
     def search(
         self, queries: Sequence[harness.Query], k: int, top_ranked: Sequence[harness.Ranking] | None = None
     ) -> list[harness.Ranking]:

@@ -234,7 +234,7 @@ class QAGNNRetriever(harness.Reranker):
             else self.first_stage.search(queries, max(k, self.options.candidates))
         )
         examples = self._examples(queries, first, None, None, graph_candidates=not given)
-        return [ranking.top(k) for ranking in self._rankings(examples, self.device)]
+        return self.noting_first_stage([ranking.top(k) for ranking in self._rankings(examples, self.device)], first)
 
     def rerank(
         self, queries: Sequence[harness.Query], candidates: Sequence[harness.Ranking], k: int

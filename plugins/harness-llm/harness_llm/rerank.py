@@ -112,6 +112,17 @@ class LLMReranker(harness.Reranker):
         limit = self.options.doc_chars
         return text if len(text) <= limit else text[:limit] + " …"
 
+    @classmethod
+    def health(cls, details: dict[str, Any] | None) -> dict[str, float]:
+        if not details or "answers" not in details:
+            return {}
+        return {"answers": float(details["answers"]), "readable": float(details["answers"] - details["unreadable"])}
+
+    @classmethod
+    def health_checks(cls, params: dict[str, Any]) -> list[harness.HealthCheck]:
+        # answers that do not parse score 0 (pointwise) or keep the first stage's order (listwise)
+        return [harness.HealthCheck("readable", "the LLM's answer was readable", at_least=0.5, per="answers")]
+
     def rerank(self, queries: Sequence[Query], candidates: Sequence[Ranking], k: int) -> list[Ranking]:
         if self._llm is None or self._skb is None:
             raise HarnessError("llm-reranker: rerank() before build()")
@@ -152,13 +163,14 @@ class LLMReranker(harness.Reranker):
             second = self._llm.complete_many(again, max_tokens=self.options.max_tokens)
             for i, answer in zip(retry, second, strict=True):
                 scores[i] = parse_score(answer.text)
-        self._malformed += sum(s is None for s in scores)
+        unreadable = sum(s is None for s in scores)
+        self._malformed += unreadable
         v = len(ids)
         final = np.array(
             [(s or 0.0) + self.options.first_stage_weight * (v - rank) / v for rank, s in enumerate(scores)]
         )
         order = np.argsort(-final, kind="stable")[:k]
-        return Ranking(ids[order], final[order])
+        return Ranking(ids[order], final[order], {"answers": v, "unreadable": unreadable})
 
     # -- listwise ------------------------------------------------------------------------
     def _listwise(self, query: Query, candidates: Ranking, k: int) -> Ranking:
@@ -179,9 +191,11 @@ class LLMReranker(harness.Reranker):
         if order is None:
             again = [*prompt, Message("assistant", answer.text), Message("user", "Only the numbers, like 3 > 1 > 2.")]
             order = parse_ranking(self._llm.complete(again, max_tokens=self.options.max_tokens).text, len(ids))
+        unreadable = order is None
         if order is None:
             self._malformed += 1
             order = []
         order += [i for i in range(len(ids)) if i not in order]  # the rest keep first-stage order
         order = order[:k]
-        return Ranking(ids[order], np.linspace(1.0, 0.0, num=len(ids))[: len(order)])
+        details = {"answers": 1, "unreadable": int(unreadable)}
+        return Ranking(ids[order], np.linspace(1.0, 0.0, num=len(ids))[: len(order)], details)

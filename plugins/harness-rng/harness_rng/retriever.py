@@ -285,6 +285,28 @@ class RnGRetriever(harness.Retriever):
             )
         return {**(self._llm.usage() if self._llm is not None else {}), **counts}
 
+    # -- health: whether a logical form was ranked, chosen and executed (the system's idea)
+    @classmethod
+    def health(cls, details: dict[str, Any] | None) -> dict[str, float]:
+        if not details or "executed" not in details:
+            return {}
+        counters = {
+            "linked": float(bool(details.get("entities"))),
+            "with_forms": float(details.get("forms", 0) > 0),
+            "executed": float(details["executed"] > 0),
+            "fallback": float(details.get("fallback") is not None),
+        }
+        if "generator_output" in details:
+            counters["generated"] = float(details.get("chosen_by") == "generator")
+        return counters
+
+    @classmethod
+    def health_checks(cls, params: dict[str, Any]) -> list[harness.HealthCheck]:
+        checks = [harness.HealthCheck("executed", "a logical form executed on the knowledge base")]
+        if params.get("generator") == "llm":
+            checks.append(harness.HealthCheck("generated", "the generator's logical form chosen", at_least=0.01))
+        return checks
+
     # -- search ----------------------------------------------------------------------
     def search(
         self, queries: Sequence[harness.Query], k: int, top_ranked: Sequence[harness.Ranking] | None = None

@@ -191,6 +191,33 @@ class SpaghettiRetriever(harness.Retriever):
         used = [getattr(self.options, s) for s in ("text", "tables") if s in self.options.sources]
         return list(dict.fromkeys(used))
 
+    # -- health: whether the structured query and the verifier ran, from each ranking's details
+    @classmethod
+    def health(cls, details: dict[str, Any] | None) -> dict[str, float]:
+        details = details or {}
+        counters: dict[str, float] = {}
+        if "parse" in details:
+            counters["parsed"] = float(bool(details["parse"].get("ok")))
+            counters["executed"] = float(details.get("execution_size", 0) > 0)
+            counters["kb_fallback"] = float("fallback" in details)
+        said = [c["verdict"] for c in details.get("candidates", []) if isinstance(c.get("verdict"), str)]
+        if said:
+            counters["verdicts"] = float(len(said))
+            for value in ("yes", "no", "unreadable"):
+                counters[f"verdict_{value}"] = float(said.count(value))
+        return counters
+
+    @classmethod
+    def health_checks(cls, params: dict[str, Any]) -> list[harness.HealthCheck]:
+        checks = []
+        if "kb" in params.get("sources", ()):
+            checks.append(harness.HealthCheck("executed", "a structured query executed on the knowledge base"))
+        if params.get("verifier") == "yes-no":
+            # a verifier that says the same thing of every candidate only reorders by its tie-break
+            checks.append(harness.HealthCheck("verdict_yes", "the verifier said yes", at_least=0.02, per="verdicts"))
+            checks.append(harness.HealthCheck("verdict_no", "the verifier said no", at_least=0.02, per="verdicts"))
+        return checks
+
     def build(self, skb: SKB, context: BuildContext) -> None:
         options = self.options
         self._skb, self._schema = skb, Schema.of(skb)

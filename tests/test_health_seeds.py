@@ -1,0 +1,231 @@
+"""Evidence on every row: component health (summed by the runner, recomputed by validation,
+flagged when a system's own idea never ran) and rows over several training seeds."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from pydantic import Field
+
+import harness
+from harness import SKB, BuildContext, HarnessError, Query, Ranking
+from harness.api import evaluate
+from harness.leaderboard.bundles import collect
+from harness.leaderboard.validate import validate
+from harness.run.registry import parse_registry
+from harness.testing import Components, TinyDataset, TinyTrainDataset, installed_plugins
+
+
+def _terms(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text.lower()))
+
+
+class Guessing(harness.Retriever):
+    """Term overlap, plus a 'structured' step that runs only for queries naming a document id:
+    on the tiny data it never runs, which the health check must catch."""
+
+    name = "guessing"
+
+    class Options(harness.Options):
+        at_least: float = Field(0.05)
+
+    def build(self, skb: SKB, context: BuildContext) -> None:
+        self.ids = skb.candidate_ids
+        self.docs = [_terms(skb.document(int(i))) for i in self.ids]
+
+    def search(self, queries: Sequence[Query], k: int, top_ranked: Sequence[Ranking] | None = None) -> list[Ranking]:
+        out = []
+        for q in queries:
+            scores = np.asarray([len(_terms(q.text) & d) for d in self.docs], dtype=np.float64)
+            order = np.argsort(-scores, kind="stable")[:k]
+            structured = any(t.isdigit() and len(t) > 6 for t in _terms(q.text))
+            out.append(Ranking(self.ids[order], scores[order], {"structured": structured, "fallback": not structured}))
+        return out
+
+    @classmethod
+    def health(cls, details: dict[str, Any] | None) -> dict[str, float]:
+        d = details or {}
+        return {"structured": float(d.get("structured", False)), "fallback": float(d.get("fallback", False))}
+
+    @classmethod
+    def health_checks(cls, params: dict[str, Any]) -> list[harness.HealthCheck]:
+        return [harness.HealthCheck("structured", "a structured step ran", at_least=params["at_least"])]
+
+
+class Reverser(harness.Reranker):
+    """Reranks its first stage's candidates upside down: below its own first stage."""
+
+    name = "reverser"
+
+    def rerank(self, queries: Sequence[Query], candidates: Sequence[Ranking], k: int) -> list[Ranking]:
+        return [Ranking(c.ids[::-1][:k], np.arange(len(c.ids), 0, -1, dtype=np.float64)[:k]) for c in candidates]
+
+
+class Seeded(harness.Retriever):
+    """A trained retriever whose model depends on the seed: random term weights, nudged towards
+    the train split's answers (so seeds differ, and training helps)."""
+
+    name = "seeded"
+    regime = "trained"
+
+    def _vocab(self, skb: SKB) -> None:
+        self.ids = skb.candidate_ids
+        self.docs = [_terms(skb.document(int(i))) for i in self.ids]
+        self.vocab = sorted(set().union(*self.docs))
+
+    def fit(self, skb: SKB, train: Sequence[Query], context: Any) -> None:
+        self._vocab(skb)
+        weights = 3 * np.random.default_rng(context.seed).random(len(self.vocab))
+        index = {t: j for j, t in enumerate(self.vocab)}
+        for q in train:
+            for a in q.answer_ids:
+                if a < len(self.ids):
+                    for t in _terms(q.text) & self.docs[a]:
+                        weights[index[t]] += 0.2
+        np.save(context.checkpoint_dir / "weights.npy", weights)
+        context.report(1, len(train), 0.0, 0.0)
+
+    def load_checkpoint(self, path: Path) -> None:
+        self.weights = np.load(path / "weights.npy")
+
+    def build(self, skb: SKB, context: BuildContext) -> None:
+        self._vocab(skb)
+        self.index = {t: j for j, t in enumerate(self.vocab)}
+
+    def search(self, queries: Sequence[Query], k: int, top_ranked: Sequence[Ranking] | None = None) -> list[Ranking]:
+        out = []
+        for q in queries:
+            terms = _terms(q.text)
+            scores = np.asarray(
+                [sum(self.weights[self.index[t]] for t in terms & d) for d in self.docs], dtype=np.float64
+            )
+            order = np.argsort(-scores, kind="stable")[:k]
+            out.append(Ranking(self.ids[order], scores[order]))
+        return out
+
+
+REGISTRY = {
+    "defaults": {"dataset": "tiny-train", "split": "test", "k": 5},
+    "datasets": {"tiny-train": {"plugin": "tiny-train", "splits": ["test"]}},
+    "retrievers": {
+        "guessing": {"plugin": "guessing"},
+        "guessing-lenient": {"plugin": "guessing", "params": {"at_least": 0.0}},
+        "overlap": {"plugin": "guessing", "params": {"at_least": 0.0}},
+        "reverser": {"plugin": "reverser", "params": {"first_stage": "overlap", "candidates": 5}},
+        "seeded": {"plugin": "seeded"},
+    },
+}
+
+
+@pytest.fixture
+def plugins() -> Any:
+    return installed_plugins(Components([Guessing, Reverser, Seeded], [TinyDataset, TinyTrainDataset]))
+
+
+def _run(plugins: Any, retriever: str, out: Path, **options: Any) -> Any:
+    registry = parse_registry(json.dumps(REGISTRY), "<test>")
+    return evaluate(
+        retriever, plugins=plugins, registry=registry, output_dir=out, cache_dir=out / "cache", device="cpu", **options
+    )
+
+
+def _valid(path: Path, tmp_path: Path) -> Any:
+    (result,) = validate(collect(path, tmp_path / "unpacked"))
+    return result
+
+
+def test_a_component_that_never_ran_flags_the_row_and_validation_recomputes_it(plugins: Any, tmp_path: Path) -> None:
+    outcome = _run(plugins, "guessing", tmp_path / "runs")
+    health = outcome.row.health
+    n = outcome.row.num_queries
+    assert health.queries == n and health.counters == {"fallback": n, "structured": 0}
+    (flag,) = health.flags
+    assert flag.component == "a structured step ran" and f"0 of {n} queries" in flag.reason
+    assert any(note.startswith("flagged: a structured step ran") for note in outcome.notes)
+    assert _valid(outcome.run_dir, tmp_path).ok
+
+    lenient = _run(plugins, "guessing-lenient", tmp_path / "runs")
+    assert lenient.row.health.flags == [] and _valid(lenient.run_dir, tmp_path).ok
+
+    # a row cannot claim counters its details do not show, nor drop its flags
+    for change in (
+        lambda row: row["health"]["counters"].update(structured=3),
+        lambda row: row["health"].update(flags=[]),
+        lambda row: row.update(health=None),
+    ):
+        copy = tmp_path / "tampered"
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(outcome.run_dir, copy)
+        row = json.loads((copy / "row.json").read_text())
+        change(row)
+        (copy / "row.json").write_text(json.dumps(row))
+        result = _valid(copy, tmp_path)
+        assert not result.ok and any("health" in p for p in result.problems), result.problems
+
+
+def test_a_reranker_below_its_own_first_stage_is_flagged(plugins: Any, tmp_path: Path) -> None:
+    first = _run(plugins, "overlap", tmp_path / "runs")
+    outcome = _run(plugins, "reverser", tmp_path / "runs")
+    stage = outcome.row.health.first_stage
+    assert stage is not None and stage["queries"] == outcome.row.num_queries
+    assert stage["mrr"] == pytest.approx(first.row.metrics["mrr"])  # the first stage's own MRR, same depth
+    assert stage["reranked_mrr"] < stage["mrr"]
+    assert [f.component for f in outcome.row.health.flags] == ["reranking"]
+    assert "below its own first stage" in outcome.row.health.flags[0].reason
+    details = [json.loads(line)["details"] for line in (outcome.run_dir / "per_query.jsonl").read_text().splitlines()]
+    assert all(len(d["first_stage"]) == 5 for d in details)
+    assert _valid(outcome.run_dir, tmp_path).ok
+
+
+def test_seeds_give_one_row_with_mean_and_spread_that_validation_recomputes(plugins: Any, tmp_path: Path) -> None:
+    outcome = _run(plugins, "seeded", tmp_path / "runs", seeds=[0, 1, 2])
+    row = outcome.row
+    assert row.seeds is not None and row.seeds.values == [0, 1, 2] and row.seeds.runs == ["seed-0", "seed-1", "seed-2"]
+    singles = [_run(plugins, "seeded", tmp_path / "single", seed=s).row for s in (0, 1, 2)]
+    assert row.seeds.config_hashes == [r.config_hash for r in singles]  # each seed's run is the plain run
+    for name in row.metrics:
+        values = [r.metrics[name] for r in singles]
+        assert row.metrics[name] == pytest.approx(np.mean(values))
+        assert row.seeds.metrics[name].std == pytest.approx(np.std(values, ddof=1))
+        assert row.seeds.metrics[name].min == min(values) and row.seeds.metrics[name].max == max(values)
+    assert len({r.metrics["mrr"] for r in singles}) > 1  # the seeds differ: the spread means something
+    for seed in (0, 1, 2):
+        copied = json.loads((outcome.run_dir / f"seed-{seed}" / "row.json").read_text())
+        assert copied["training"]["seed"] == seed and (outcome.run_dir / f"seed-{seed}" / "run.trec").is_file()
+    per_query = [json.loads(line) for line in (outcome.run_dir / "per_query.jsonl").read_text().splitlines()]
+    seed_rows = [
+        [json.loads(line) for line in (outcome.run_dir / f"seed-{s}" / "per_query.jsonl").read_text().splitlines()]
+        for s in (0, 1, 2)
+    ]
+    assert per_query[0]["metrics"]["mrr"] == pytest.approx(np.mean([r[0]["metrics"]["mrr"] for r in seed_rows]))
+    result = _valid(outcome.run_dir, tmp_path)
+    assert result.ok, result.problems
+
+    # a seed's run changed after the fact: the seeded row no longer validates
+    lines = (outcome.run_dir / "seed-1" / "per_query.jsonl").read_text().splitlines()
+    record = json.loads(lines[0])
+    record["metrics"]["mrr"] = 1.0 - record["metrics"]["mrr"]
+    (outcome.run_dir / "seed-1" / "per_query.jsonl").write_text("\n".join([json.dumps(record), *lines[1:]]) + "\n")
+    result = _valid(outcome.run_dir, tmp_path)
+    assert not result.ok and any(p.startswith("seed 1:") for p in result.problems)
+
+
+def test_seeds_are_refused_for_a_retriever_that_trains_nothing(plugins: Any, tmp_path: Path) -> None:
+    with pytest.raises(HarnessError, match="trains nothing"):
+        _run(plugins, "overlap", tmp_path / "runs", seeds=[0, 1])
+
+
+def test_seeds_option_is_parsed_strictly() -> None:
+    from harness.run.seeds import parse_seeds
+
+    assert parse_seeds("0,1, 2") == [0, 1, 2]
+    for bad in ("0", "0,0", "a,b", ""):
+        with pytest.raises(HarnessError, match="--seeds"):
+            parse_seeds(bad)
