@@ -118,7 +118,11 @@ class RnGRetriever(harness.Retriever):
         train_batch_size: int = Field(8, gt=0, description="queries per gradient step (RnG: 8)")
         negatives: int = Field(31, gt=0, description="negative forms per query and step (RnG: 96)")
         positives: int = Field(4, gt=0, description="answer-covering forms per query and step, the best F1 first")
-        bootstrap: bool = Field(True, description="after the first epoch, the negatives the ranker scores highest")
+        bootstrap: bool | None = Field(
+            None,
+            description="from the second epoch on, the negatives the ranker scores highest (RnG's bootstrap); "
+            "null: whenever epochs > 1. Recorded as it runs: false with one epoch, where it cannot",
+        )
         bootstrap_pool: int = Field(128, gt=0, description="negatives scored per query to pick the hard ones")
         patience: int = Field(2, gt=0, description="epochs without a better validation F1 before stopping")
         max_train_queries: int | None = Field(
@@ -133,6 +137,11 @@ class RnGRetriever(harness.Retriever):
 
         @model_validator(mode="after")
         def _consistent(self) -> Self:
+            # what the row records is what ran: bootstrapping needs an epoch after the first
+            if self.bootstrap and self.epochs < 2:
+                raise ValueError(f"bootstrap runs from the second epoch on; with epochs: {self.epochs} it never would")
+            if self.bootstrap is None:
+                self.bootstrap = self.epochs > 1
             if self.generator == "llm" and self.llm is None:
                 raise ValueError("generator 'llm' needs llm: provider:model (e.g. openai:gpt-5.4-mini)")
             if self.generator != "llm" and (self.llm is not None or self.llm_params):
