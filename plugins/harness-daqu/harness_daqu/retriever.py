@@ -51,6 +51,10 @@ class Example:
     negatives: np.ndarray
 
 
+#: ``model: retriever:NAME``: the base encoder is the fine-tuned one of the trained retriever NAME
+BACKBONE = "retriever:"
+
+
 class DAQuRetriever(harness.Retriever):
     """DAQu over an SKB: linked entities' relations as tables, neighbours' fields as features."""
 
@@ -72,7 +76,8 @@ class DAQuRetriever(harness.Retriever):
         model: str = Field(
             DEFAULT_MODEL,
             description="the base sentence-transformers encoder of queries, features and documents (frozen "
-            "unless finetune_encoder): a directory, an installed model package or a hub id",
+            "unless finetune_encoder): a directory, an installed model package, a hub id, or retriever:NAME - the "
+            "fine-tuned encoder of the trained dense retriever NAME (dense-ft): DAQu on a fine-tuned backbone",
         )
         query_prefix: str = Field("", description='text put before each query ("query: " for E5)')
         document_prefix: str = Field("", description="text put before each document and feature")
@@ -113,7 +118,8 @@ class DAQuRetriever(harness.Retriever):
         )
         train_query: bool = Field(
             False,
-            description="train Enc_q too (DAQu trains it); false: q is the base encoder's query vector, so "
+            description="train Enc_q too (DAQu trains it; so does the daqu-ft-64 preset); false: q is the base "
+            "encoder's query vector, so "
             "lam: 1 is the dense first stage's ranking and every change comes from the metadata",
         )
         finetune_encoder: bool = Field(
@@ -153,12 +159,27 @@ class DAQuRetriever(harness.Retriever):
 
     def uses(self) -> list[str]:
         o = self.options
-        return [o.first_stage] if o.candidates is not None or o.hard_negatives else []
+        used = [o.first_stage] if self._needs_first_stage else []
+        backbone = self._backbone
+        return [*used, backbone] if backbone and backbone not in used else used
+
+    @property
+    def _needs_first_stage(self) -> bool:
+        return self.options.candidates is not None or bool(self.options.hard_negatives)
+
+    @property
+    def _backbone(self) -> str | None:
+        """The trained retriever whose fine-tuned encoder is the base (``model: retriever:NAME``)."""
+        model = self.options.model
+        return model.removeprefix(BACKBONE) if model.startswith(BACKBONE) else None
 
     # -- the lifecycle ---------------------------------------------------------------
     def training_identity(self) -> dict[str, Any]:
+        version = _version("sentence-transformers")
+        if self._backbone:  # its training (configuration, seed, data) is part of the plan's `uses`
+            return {"encoder": f"{BACKBONE}{self._backbone}", "sentence-transformers": version}
         path, self._snapshot = resolve_model(self.options.model)
-        return {"encoder": harness.directory_digest(path), "sentence-transformers": _version("sentence-transformers")}
+        return {"encoder": harness.directory_digest(path), "sentence-transformers": version}
 
     def provenance(self) -> dict[str, Any]:
         return self._snapshot.provenance("model") if self._snapshot else {}
@@ -172,7 +193,7 @@ class DAQuRetriever(harness.Retriever):
         started = time.perf_counter()
         self._prepare(skb, context)
         self.query_encoder = self.feature_encoder = self.encoder
-        self.first_stage = context.retriever(o.first_stage) if self.uses() else None
+        self.first_stage = context.retriever(o.first_stage) if self._needs_first_stage else None
         live = self._live(context.device) if o.finetune_encoder else None
         examples = self._examples(train, context, "training", training=True, precompute=live is None)
         usable = [e for e in examples if len(e.positives)]
@@ -331,6 +352,19 @@ class DAQuRetriever(harness.Retriever):
         return rankings
 
     # -- preparing queries -----------------------------------------------------------
+    def _base_model(self, context: harness.BuildContext) -> str:
+        """``model``, or the fine-tuned encoder of the trained retriever it names (``retriever:NAME``)."""
+        if not self._backbone:
+            return self.options.model
+        used = context.retriever(self._backbone)
+        model_dir = getattr(getattr(used, "inner", used), "model_dir", None)
+        if model_dir is None:
+            raise harness.HarnessError(
+                f"daqu: model {self.options.model!r}: {self._backbone!r} has no fine-tuned encoder to build on; "
+                "name a trained dense retriever (dense-ft)"
+            )
+        return str(model_dir)
+
     def _prepare(self, skb: harness.SKB, context: harness.BuildContext) -> None:
         """The gatherer, the base encoder and the documents' vectors of ``skb`` (once per SKB)."""
         if self._ready_for == skb.fingerprint:
@@ -350,7 +384,12 @@ class DAQuRetriever(harness.Retriever):
                 sample_seed=o.sample_seed,
             )
         self.encoder = LocalEncoder(
-            o.model, o.query_prefix, o.document_prefix, o.encode_batch_size, o.max_length, context.device
+            self._base_model(context),
+            o.query_prefix,
+            o.document_prefix,
+            o.encode_batch_size,
+            o.max_length,
+            context.device,
         )
         self._snapshot = self.encoder.snapshot
         self.dimension = self.encoder.dimension

@@ -300,3 +300,37 @@ def test_fields_select_the_columns_and_list_values_are_joined() -> None:
     only_names = Gatherer(skb, fields=["name"], self_table=False).gather("red kettle")
     assert {t for t, _ in only_names.column_names} == {"brand", "similar to"}
     assert sorted(only_names.texts) == ["Acme", "blue kettle"]
+
+
+def test_daqu_builds_on_a_fine_tuned_backbone(tmp_path: Path) -> None:
+    """``model: retriever:ft``: the base encoder is dense-ft's fine-tuned one (the paper's comparison:
+    the same trained backbone with and without the augmentation)."""
+    from harness_dense.finetune import FineTunedDenseRetriever
+
+    cache = tmp_path / "cache"
+    ft = {"epochs": 1, "batch_size": 6, "hard_negatives": 0, "max_length": 32, "learning_rate": 1.0e-4}
+    ft["eval_pool"] = None  # no first stage for the backbone: the tiny test needs none
+    params = {**SMALL, "epochs": 2, "model": "retriever:ft", "first_stage": "ft", "train_query": True}
+    outcome = run_retriever(
+        DAQuRetriever,
+        params,
+        tmp_path,
+        also=[FineTunedDenseRetriever],
+        presets={"ft": {"plugin": "dense-ft", "params": ft}},
+        dataset="tiny-train",
+        cache_dir=cache,
+        k=5,
+    )
+    assert [u.name for u in outcome.row.uses] == ["ft"] and outcome.row.regime == "trained"
+    tuned = [p for p in (cache / "checkpoints").iterdir() if p.name.startswith("ft-")]
+    assert len(tuned) == 1, "the backbone trained first"
+    # documents were encoded once, by the fine-tuned backbone: DAQu's vectors are its cache entry
+    encoders = [p for p in (cache / "embeddings" / "v2").iterdir() if p.is_dir()]
+    assert len(encoders) == 1, encoders
+    assert outcome.row.health is not None and outcome.row.health.counters["augmented"] > 0
+    with pytest.raises(HarnessError, match="no fine-tuned encoder"):
+        run_retriever(
+            DAQuRetriever, {**params, "model": "retriever:plain", "first_stage": "plain"}, tmp_path / "plain",
+            also=[DenseRetriever], presets={"plain": {"plugin": "dense", "params": {"max_length": 32}}},
+            dataset="tiny-train", cache_dir=cache, k=5,
+        )  # fmt: skip
