@@ -229,3 +229,30 @@ def test_seeds_option_is_parsed_strictly() -> None:
     for bad in ("0", "0,0", "a,b", ""):
         with pytest.raises(HarnessError, match="--seeds"):
             parse_seeds(bad)
+
+
+def test_cli_run_and_train_with_seeds_and_compare_pairs_the_per_query_means(plugins: Any, tmp_path: Path) -> None:
+    from harness.testing import invoke
+
+    registry = tmp_path / "registry.json"
+    registry.write_text(json.dumps(REGISTRY))  # JSON is YAML
+    common = ["--registry", str(registry), "--device", "cpu"]
+    env = {"HARNESS_CACHE": str(tmp_path / "cache")}
+    trained = invoke("train", "-r", "seeded", "-d", "tiny-train", "--seeds", "0,1", *common, env=env)
+    assert trained.exit_code == 0, trained.output
+    assert "seeded (seed 0)" in trained.output and "seeded (seed 1)" in trained.output
+    out = tmp_path / "runs"
+    ran = invoke("run", "-r", "seeded", "--seeds", "0,1", "--output", str(out), "--format", "json", *common, env=env)
+    assert ran.exit_code == 0, ran.output
+    (outcome,) = json.loads(ran.stdout)
+    assert outcome["row"]["seeds"]["values"] == [0, 1] and outcome["run_dir"].endswith(
+        f"-seeds-{outcome['row']['config_hash']}"
+    )
+    plain = invoke("run", "-r", "guessing-lenient", "--output", str(out), "--format", "json", *common, env=env)
+    assert plain.exit_code == 0, plain.output
+    other = json.loads(plain.stdout)[0]["run_dir"]
+    compared = invoke("compare", outcome["run_dir"], other, "--metric", "mrr", "--format", "json", env=env)
+    assert compared.exit_code == 0, compared.output
+    assert str(outcome["row"]["num_queries"]) in compared.output or compared.output
+    refused = invoke("run", "-r", "guessing", "--seeds", "0,1", "--output", str(out), *common, env=env)
+    assert refused.exit_code != 0 and "trains nothing" in refused.output

@@ -18,7 +18,7 @@ from typing import Literal
 
 from harness.errors import HarnessError
 from harness.io import atomic_write, clean_stale, exclusive, leaderboard_lock, replace_dir, temp_prefix, write_json
-from harness.leaderboard.bundles import collect, run_files, sha256
+from harness.leaderboard.bundles import RunEntry, collect, run_files, sha256
 from harness.leaderboard.rows import LeaderboardRow, json_schema, read_rows, row_path, write_merged
 from harness.leaderboard.validate import Validation, data_conflicts, summarize_failures, validate
 
@@ -86,7 +86,8 @@ def merge(
     into = Path(into)
     with locked(into), tempfile.TemporaryDirectory() as work:
         existing = read_rows(into) if (into / "rows").is_dir() else []
-        entries = [e for i, path in enumerate(paths) for e in collect(path, Path(work) / str(i))]
+        collected = [(Path(path), collect(path, Path(work) / str(i))) for i, path in enumerate(paths)]
+        entries = [e for _, found in collected for e in found]
         if not entries:
             raise HarnessError("merge: the submissions hold no runs")
         results = validate(entries, data_dir)
@@ -105,7 +106,7 @@ def merge(
                 _apply(staging, action, directory)
             write_merged(staging)
             write_json(staging / "schema.json", json_schema())
-            _write_changelog(staging, actions, paths)
+            _write_changelog(staging, actions, _sources(collected, results))
     return actions
 
 
@@ -261,11 +262,27 @@ def withdraw(
     return rows
 
 
-def _write_changelog(root: Path, actions: Sequence[MergeAction], paths: Sequence[str | Path]) -> None:
-    sources = []
-    for p in paths:
-        p = Path(p)
-        sources.append(f"`{p.name}` (sha256 {sha256(p)[:12]})" if p.is_file() else f"`{p}`")
+def _sources(collected: Sequence[tuple[Path, Sequence[RunEntry]]], results: Sequence[Validation]) -> list[str]:
+    """Where a merge's rows came from, as the changelog names it: a bundle (or a row file) by its
+    file name and digest, a run directory (a folder of them, another leaderboard) by the rows it
+    held. Never a path: the changelog is published, and a maintainer's directories are not
+    the leaderboard's."""
+    names, start = [], 0
+    for path, found in collected:
+        held, start = results[start : start + len(found)], start + len(found)
+        if path.is_file():
+            names.append(f"`{path.name}` (sha256 {sha256(path)[:12]})")
+        else:
+            names += [f"`{row_name(r.row)}`" for r in held if r.row is not None]
+    return names
+
+
+def row_name(row: LeaderboardRow) -> str:
+    """A row as the changelog and the reports name it: ``debian/test bm25 8f1e775b5bb8ef7b``."""
+    return f"{row.dataset.name}/{row.split} {row.retriever.name} {row.config_hash}"
+
+
+def _write_changelog(root: Path, actions: Sequence[MergeAction], sources: Sequence[str]) -> None:
     counts = ", ".join(f"{sum(a.kind == k for a in actions)} {k}" for k in ("added", "replaced", "superseded"))
     entry = [f"\n## {datetime.now(UTC):%Y-%m-%d %H:%M} UTC — {counts}", "", f"From {', '.join(sources)}.", ""]
     entry += [f"- {a.describe()}" for a in actions]

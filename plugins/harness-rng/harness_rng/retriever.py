@@ -496,7 +496,7 @@ class RnGRetriever(harness.Retriever):
 
         assert self.ranker is not None
         options = self.options
-        groups = [self._group(e, epoch.rng, epoch.number > 1 and options.bootstrap) for e in usable]
+        groups = [self._group(e, epoch.rng, epoch.number > 1 and bool(options.bootstrap)) for e in usable]
         order = epoch.rng.permutation(len(groups))
         batches = [order[i : i + options.train_batch_size] for i in range(0, len(order), options.train_batch_size)]
         losses = []

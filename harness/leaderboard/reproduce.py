@@ -1,0 +1,394 @@
+"""Reproducing leaderboard rows from what they record (``harness leaderboard reproduce ROW``,
+``harness leaderboard regenerate``): every row reproducible by one command.
+
+A row records what its run was: the retriever and every retriever it uses (plugin, parameters,
+version), the dataset with its parameters, the split, the sample, k, the metrics and, for a
+trained retriever, the splits and seed it trained on (a sample's seed is in the run directory's
+``config.json``). The components are constructed from those records, never looked up in the
+registry (whose presets may have changed since), and run by the runner into a new run
+directory; then each metric is compared with the row's. When the re-run's configuration hash
+differs from the row's, what the installed code resolves is no longer what the row records (a
+plugin's version, a parameter it added): the row is stale, whatever its metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.leaderboard.rows import LeaderboardRow, read_rows, row_path, run_dir_of
+from harness.plugins import PluginManager, get_plugin_manager
+from harness.retriever import ProgressFactory
+from harness.run import Runner, RunSpec, load_registry, resolve
+from harness.run.resolve import Component, construct
+from harness.run.secrets import redact
+
+#: a deterministic zero-shot row reproduces to the last bits of its arithmetic
+DEFAULT_TOLERANCE = 1e-9
+#: differences of configuration listed at most
+_MAX_CHANGES = 12
+
+
+@dataclass
+class MetricCheck:
+    metric: str
+    recorded: float
+    reproduced: float | None
+    tolerance: float
+
+    @property
+    def difference(self) -> float | None:
+        return None if self.reproduced is None else self.reproduced - self.recorded
+
+    @property
+    def ok(self) -> bool:
+        return self.difference is not None and abs(self.difference) <= self.tolerance
+
+
+@dataclass
+class Reproduction:
+    """A row re-run: its metrics against the row's, and whether the configuration still hashes the same."""
+
+    row: LeaderboardRow
+    reproduced: LeaderboardRow
+    run_dir: Path
+    checks: list[MetricCheck]
+    #: what differs between the row's configuration and the re-run's (empty when the hashes agree)
+    changes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    #: ``harness run ...`` that runs the same configuration here, when the registry resolves one
+    run_command: str | None = None
+
+    @property
+    def stale(self) -> bool:
+        return self.reproduced.config_hash != self.row.config_hash
+
+    @property
+    def metrics_match(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    @property
+    def ok(self) -> bool:
+        return self.metrics_match and not self.stale
+
+    def verdict(self) -> str:
+        """One line: reproduced, or what is not."""
+        failed = [c.metric for c in self.checks if not c.ok]
+        said = f"{len(failed)} of {len(self.checks)} metrics differ ({', '.join(failed)})" if failed else ""
+        said = said or f"{len(self.checks)} metrics match"
+        if self.stale:
+            return f"{said}; stale: configuration {self.reproduced.config_hash} ≠ the row's {self.row.config_hash}"
+        return f"{'reproduced: ' if self.ok else ''}{said}, configuration {self.row.config_hash}"
+
+
+@dataclass
+class RowSource:
+    """A row to reproduce, with where it was read and its run directory's ``config.json``."""
+
+    row: LeaderboardRow
+    file: Path
+    config: dict[str, Any] | None
+    #: the leaderboard whose ``rows/`` holds it, if one does
+    leaderboard: Path | None = None
+    #: the path it was read from, as given
+    given: Path | None = None
+
+    def command(self) -> str:
+        """The command that reproduces it from here: :func:`reproduce_command` for a leaderboard's
+        row under the working directory, else the row's path as it was given."""
+        where = os.path.relpath(self.leaderboard) if self.leaderboard is not None else ".."
+        if not where.startswith(".."):
+            return reproduce_command(self.row, where)
+        return "harness leaderboard reproduce " + shlex.quote(str(self.given or self.file))
+
+
+def load_row(path: str | Path) -> RowSource:
+    """The row of ``path``: a row file (``leaderboard/rows/...json``) or a run directory with ``row.json``."""
+    path = Path(path)
+    file = path / "row.json" if path.is_dir() else path
+    if not file.is_file():
+        raise HarnessError(f"{path}: not a leaderboard row (a JSON file under rows/) nor a run directory with row.json")
+    rows = read_rows(file)
+    if len(rows) != 1:
+        raise HarnessError(f"{file}: holds {len(rows)} rows; give one row's file (leaderboard/rows/<dataset>/...)")
+    row = rows[0]
+    # a leaderboard's row is rows/<dataset>/<split>/<name>.json, its run directory inside the leaderboard
+    above = file.resolve().parents
+    root = above[3] if not path.is_dir() and len(above) > 3 and above[2].name == "rows" else None
+    if path.is_dir():
+        run_dir: Path | None = path
+    else:
+        run_dir = run_dir_of(root, row.run_dir) if root else Path(row.run_dir) if row.run_dir else None
+    config = None
+    if run_dir is not None and (run_dir / "config.json").is_file():
+        try:
+            config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise HarnessError(f"{run_dir / 'config.json'}: unreadable: {exc}") from None
+    return RowSource(row, file, config if isinstance(config, dict) else None, root, path)
+
+
+def seed_of(source: RowSource) -> int:
+    """The seed the row's run used: its training's, else its sample's (from ``config.json``), else 0."""
+    row, config = source.row, source.config or {}
+    if row.training is not None:
+        return row.training.seed
+    return config["seed"] if isinstance(config.get("seed"), int) else 0
+
+
+def spec_from_row(row: LeaderboardRow, plugins: PluginManager, data_dir: str | None = None, seed: int = 0) -> RunSpec:
+    """The run ``row`` records, every component constructed from its recorded plugin and
+    parameters (as a search worker constructs the driver's); ``data_dir`` says where the
+    dataset's files are here."""
+    retrievers: dict[str, Component] = {}
+    for info in [row.retriever, *row.uses]:
+        retrievers.setdefault(info.name, _construct(plugins, "retriever", info))
+    for name, component in retrievers.items():
+        missing = [used for used in component.instance.uses() if used not in retrievers]
+        if missing:
+            raise HarnessError(f"retriever {name!r} uses {missing[0]!r}, which the row does not record in `uses`")
+    dataset = _construct(plugins, "dataset", row.dataset, {"data_dir": data_dir} if data_dir else None)
+    dataset.instance.check_split(row.split)
+    return RunSpec(
+        retriever=row.retriever.name,
+        retrievers=retrievers,
+        dataset=row.dataset.name,
+        dataset_component=dataset,
+        split=row.split,
+        k=row.k,
+        metrics=list(row.metrics),
+        sample=row.sample,
+        seed=seed,
+    )
+
+
+def _construct(plugins: PluginManager, kind: str, info: Any, overrides: dict[str, Any] | None = None) -> Component:
+    if ":" in info.plugin:  # adopted: a caller's class, recorded by its import path
+        raise HarnessError(
+            f"{kind} {info.name!r} was constructed by the caller ({info.plugin}), not by a plugin: "
+            "the row cannot be re-run from what it records"
+        )
+    redacted = [key for key, value in info.params.items() if "://***@" in json.dumps(value)]
+    if redacted:
+        raise HarnessError(
+            f"{kind} {info.name!r}: the row records {redacted[0]!r} with its URL credentials removed (***); "
+            "it cannot be re-run from what it records"
+        )
+    component = construct(plugins, kind, info.name, info.plugin, {**info.params, **(overrides or {})})
+    if not overrides:
+        return component
+    # where the files are is not what was evaluated (the SKB's fingerprint and the queries'
+    # digest are in the configuration): the row's record of it stays, so the hash can agree
+    recorded = component.info.model_copy(
+        update={"params": {**component.info.params, **{k: info.params.get(k) for k in overrides}}}
+    )
+    recorded._runtime_params = component.info.runtime_params
+    return Component(component.name, component.instance, recorded)
+
+
+def reproduce(
+    path: str | Path | RowSource,
+    out: str | Path = "runs",
+    *,
+    data_dir: str | None = None,
+    tolerance: float | None = None,
+    device: str = "auto",
+    cache_dir: str | Path | None = None,
+    plugins: PluginManager | None = None,
+    progress: ProgressFactory | None = None,
+) -> Reproduction:
+    """Re-run the row of ``path`` (a row file or a run directory) into a new run directory under
+    ``out`` and compare its metrics with the row's, each within ``tolerance`` (default
+    :data:`DEFAULT_TOLERANCE`). Every query is searched again (a reproduction never resumes
+    from an earlier log); indexes and checkpoints come from the cache (``cache_dir``, default
+    ``$HARNESS_CACHE``): an empty one builds and trains everything again."""
+    source = path if isinstance(path, RowSource) else load_row(path)
+    row = source.row
+    plugins = plugins or get_plugin_manager()
+    tolerance = DEFAULT_TOLERANCE if tolerance is None else tolerance
+    if tolerance < 0:
+        raise HarnessError(f"--tolerance must be 0 or more, got {tolerance}")
+    own = source.file.parent if source.file.name == "row.json" else None
+    target = Path(out) / f"{row.dataset.name}-{row.split}-{row.retriever.name}-{row.config_hash}"
+    if own is not None and target.resolve() == own.resolve():
+        raise HarnessError(f"{own}: the re-run would overwrite the run it reproduces; give --out another directory")
+    seed = seed_of(source)
+    notes = []
+    if row.sample and row.training is None and source.config is None:
+        notes.append("the sample's seed is not recorded beside the row (no config.json): assumed 0")
+    spec = spec_from_row(row, plugins, data_dir, seed)
+    training = row.training
+    runner = Runner(
+        plugins,
+        output_dir=out,
+        device=device,
+        progress=progress,
+        cache_dir=cache_dir,
+        fresh=True,  # a resumed log would reproduce the scoring only, not the search
+        train_split=training.split if training else "train",
+        validation_split=training.validation_split if training else "val",
+    )
+    outcome = runner.run(spec)
+    new = outcome.row
+    checks = [MetricCheck(m, value, new.metrics.get(m), tolerance) for m, value in row.metrics.items()]
+    changes = [] if new.config_hash == row.config_hash else _changes(source, outcome.run_dir, new)
+    return Reproduction(
+        row, new, outcome.run_dir, checks, changes, notes + outcome.notes, _run_equivalent(spec, plugins, seed, row)
+    )
+
+
+def _changes(source: RowSource, run_dir: Path, new: LeaderboardRow) -> list[str]:
+    """What differs between the row's configuration and the re-run's: ``config.json`` against
+    ``config.json`` when the row's is at hand, else what the two rows record."""
+    try:
+        after = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        after = None
+    if source.config is not None and after is not None:
+        found = _differences(source.config, after)
+    else:
+        found = _differences(_recorded(source.row), _recorded(new))
+    if not found:
+        found = ["what the row does not record (its run directory's config.json is not at hand)"]
+    return found[:_MAX_CHANGES] + ([f"and {len(found) - _MAX_CHANGES} more"] if len(found) > _MAX_CHANGES else [])
+
+
+def _recorded(row: LeaderboardRow) -> dict[str, Any]:
+    """What a row records of its configuration, named as ``config.json`` names it."""
+    return {
+        "retriever": row.retriever.configuration(),
+        "uses": [info.configuration() for info in row.uses],
+        "dataset": row.dataset.configuration(),
+        "skb": row.dataset_fingerprint,
+        "split queries": row.queries_digest,
+        "split": row.split,
+        "sample": row.sample,
+        "k": row.k,
+        "metrics_version": row.versions.metrics,
+        "training": row.training.model_dump(mode="json", include={"split", "digest", "validation_split", "seed"})
+        if row.training
+        else None,
+    }
+
+
+def _differences(old: Any, new: Any, where: str = "") -> list[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        found = []
+        for key in [*old, *(k for k in new if k not in old)]:
+            inner = f"{where}.{key}" if where else str(key)
+            if key not in new:
+                found.append(f"{inner}: {json.dumps(old[key])} → (unset)")
+            elif key not in old:
+                found.append(f"{inner}: (unset) → {json.dumps(new[key])}")
+            else:
+                found += _differences(old[key], new[key], inner)
+        return found
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [d for i, (a, b) in enumerate(zip(old, new, strict=True)) for d in _differences(a, b, f"{where}[{i}]")]
+    return [] if old == new else [f"{where}: {json.dumps(old)} → {json.dumps(new)}"]
+
+
+def _run_equivalent(spec: RunSpec, plugins: PluginManager, seed: int, row: LeaderboardRow) -> str | None:
+    """:func:`run_command` when ``harness run`` resolves the row's names to exactly the
+    configuration reproduced (the presets and ``registry.yaml`` as installed here)."""
+    training = row.training
+    try:
+        by_name = resolve(
+            load_registry(None, plugins),
+            plugins,
+            retriever=row.retriever.name,
+            dataset=row.dataset.name,
+            split=row.split,
+            k=row.k,
+            metrics=list(row.metrics),
+            sample_fraction=row.sample,
+            seed=seed,
+            train_split=training.split if training else "train",
+        )
+    except HarnessError:
+        return None
+
+    def configuration(s: RunSpec) -> list[Any]:
+        parts = [c.info.configuration() for c in s.retrievers.values()]
+        return [*parts, s.dataset_component.info.configuration(), s.metrics, s.k, s.sample]
+
+    return run_command(row, seed) if configuration(by_name) == configuration(spec) else None
+
+
+def reproduce_command(row: LeaderboardRow, leaderboard: str | Path = "leaderboard") -> str:
+    """The one command that reproduces ``row`` of the curated ``leaderboard``:
+    ``harness leaderboard reproduce leaderboard/rows/debian/test/bm25-<hash>.json``."""
+    return "harness leaderboard reproduce " + shlex.quote(row_path(Path(leaderboard), row).as_posix())
+
+
+def run_command(row: LeaderboardRow, seed: int | None = None) -> str:
+    """``harness run ...`` naming ``row``'s retriever and dataset: the same run where the
+    registry resolves those names to what the row records (``reproduce`` says whether it does
+    here). ``seed``: a sample's (the row keeps a training's)."""
+    words = ["harness", "run", "-r", row.retriever.name, "-d", row.dataset.name, "-s", row.split]
+    words += ["--k", str(row.k), "-m", ",".join(row.metrics)]
+    if row.sample:
+        words += ["--sample", f"{row.sample:g}"]
+    if row.training is not None:
+        seed = row.training.seed
+        words += ["--train-split", row.training.split, "--validation-split", row.training.validation_split or "none"]
+    if seed and (row.sample or row.training is not None):
+        words += ["--seed", str(seed)]
+    return shlex.join(words)
+
+
+@dataclass
+class Regenerated:
+    """One row of a regeneration: its reproduction, or why it could not run."""
+
+    file: Path
+    row: LeaderboardRow | None
+    reproduction: Reproduction | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.reproduction is not None and self.reproduction.ok
+
+
+def regenerate(
+    leaderboard: str | Path,
+    out: str | Path,
+    *,
+    regimes: Sequence[str] = (),
+    retrievers: Sequence[str] = (),
+    plugins: PluginManager | None = None,
+    **options: Any,
+) -> Iterator[Regenerated]:
+    """Reproduce every row under ``leaderboard/rows`` (only those of ``regimes`` and
+    ``retrievers``, when given) into the scratch runs directory ``out``, one at a time, each as it
+    completes; a row that cannot run is reported, and the next one runs. ``options``: those of
+    :func:`reproduce` (``data_dir``, ``tolerance``, ``device``, ``cache_dir``, ``progress``)."""
+    root = Path(leaderboard)
+    if not (root / "rows").is_dir():
+        raise HarnessError(f"{root}: not a leaderboard (no rows/ directory)")
+    if root.resolve() in [Path(out).resolve(), *Path(out).resolve().parents]:
+        raise HarnessError(f"--out {out} is inside the leaderboard {root}: give a scratch directory outside it")
+    plugins = plugins or get_plugin_manager()
+    for file in sorted((root / "rows").rglob("*.json")):
+        try:
+            source = load_row(file)
+        except HarnessError as exc:
+            yield Regenerated(file, None, error=str(exc))
+            continue
+        row = source.row
+        if (regimes and row.regime not in regimes) or (retrievers and row.retriever.name not in retrievers):
+            continue
+        try:
+            done = reproduce(source, out, plugins=plugins, **options)
+        except Exception as exc:  # a plugin's own error too (a server down): this row's, not the others'
+            message = str(exc) if isinstance(exc, HarnessError) else f"{type(exc).__name__}: {exc}"
+            yield Regenerated(file, row, error=redact(message))
+            continue
+        yield Regenerated(file, row, done)
