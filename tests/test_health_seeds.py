@@ -256,3 +256,29 @@ def test_cli_run_and_train_with_seeds_and_compare_pairs_the_per_query_means(plug
     assert str(outcome["row"]["num_queries"]) in compared.output or compared.output
     refused = invoke("run", "-r", "guessing", "--seeds", "0,1", "--output", str(out), *common, env=env)
     assert refused.exit_code != 0 and "trains nothing" in refused.output
+
+
+def test_a_row_whose_configuration_the_code_no_longer_makes_is_stale_and_merge_refuses_it(
+    plugins: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.leaderboard.merge import merge
+
+    outcome = _run(plugins, "guessing-lenient", tmp_path / "runs")
+    fresh = _valid(outcome.run_dir, tmp_path)
+    assert fresh.ok and fresh.stale == []
+    monkeypatch.setattr(Guessing, "version", "9")  # the plugin changed what it computes
+    stale = _valid(outcome.run_dir, tmp_path)
+    assert stale.ok and stale.stale == ['retriever.version: "0" → "9"']
+    with pytest.raises(HarnessError, match="stale"):
+        merge([outcome.run_dir], tmp_path / "board")
+    assert not (tmp_path / "board" / "rows").exists()
+    (action,) = merge([outcome.run_dir], tmp_path / "board", allow_stale=True)
+    assert action.row.retriever.name == "guessing-lenient"
+
+    # a trained row whose checkpoint key the code no longer computes (its training identity changed)
+    monkeypatch.undo()
+    trained = _run(plugins, "seeded", tmp_path / "trained")
+    assert _valid(trained.run_dir, tmp_path).stale == []
+    monkeypatch.setattr(Seeded, "training_identity", lambda self: {"base": "another"})
+    (reason,) = _valid(trained.run_dir, tmp_path).stale
+    assert reason.startswith("training.under-test.checkpoint:") or reason.startswith("training.seeded.checkpoint:")

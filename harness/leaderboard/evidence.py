@@ -14,8 +14,10 @@ import numpy as np
 from harness.errors import HarnessError
 from harness.io import stable_hash
 from harness.leaderboard.bundles import RunEntry
+from harness.leaderboard.reproduce import differences, spec_from_row
 from harness.plugins import get_plugin_manager
 from harness.retriever import Retriever
+from harness.run.build import Builder
 from harness.run.health import compare, summarize
 from harness.run.record import LeaderboardRow
 from harness.run.seeds import combine_rows, mean_per_query
@@ -113,3 +115,37 @@ def _read_json(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def stale_reasons(row: LeaderboardRow, config: dict[str, Any], skb: Any) -> list[str]:
+    """Why the row's configuration no longer recomputes from the code installed here: each
+    component constructed again from its recorded plugin and parameters (a changed version or
+    default shows), and a trained row's checkpoint key planned again (a changed training
+    identity shows). Empty when it recomputes."""
+    plugins = get_plugin_manager()
+    seed = row.training.seed if row.training is not None else 0
+    try:
+        spec = spec_from_row(row, plugins, seed=seed)
+    except HarnessError as exc:
+        return [f"its components cannot be constructed from the code installed here: {exc}"]
+    recorded = {"retriever": row.retriever, "uses": row.uses, "dataset": row.dataset}
+    now = {"retriever": spec.main.info, "uses": [c.info for c in spec.uses], "dataset": spec.dataset_component.info}
+    found = differences(
+        {k: [i.configuration() for i in v] if isinstance(v, list) else v.configuration() for k, v in recorded.items()},
+        {k: [i.configuration() for i in v] if isinstance(v, list) else v.configuration() for k, v in now.items()},
+    )
+    if not found and row.training is not None and isinstance(config.get("training"), dict):
+        builder = Builder(
+            cache_dir=Path("."),
+            device=row.training.device,
+            train_split=row.training.split,
+            validation_split=row.training.validation_split,
+        )
+        try:
+            plans = builder.plan(spec, spec.dataset_component.instance, skb, row.split)
+        except HarnessError as exc:
+            return [f"its training cannot be planned again: {exc}"]
+        found = differences(
+            config["training"], {name: plan.configuration() for name, plan in plans.items()}, "training"
+        )
+    return found

@@ -74,13 +74,16 @@ def merge(
     into: str | Path,
     data_dir: str | None = None,
     supersede: bool = False,
+    allow_stale: bool = False,
 ) -> list[MergeAction]:
     """Validate the submissions in ``paths`` and add their rows to the leaderboard ``into``.
 
     A row whose configuration is already there replaces it; another configuration under the
     same name (same dataset and split) is refused unless ``supersede``. Rows of one dataset and
     split must have evaluated the same SKB and query set (:func:`data_conflicts`): a new version
-    of a dataset under the same name comes in by superseding every row of it at once. All or nothing: the
+    of a dataset under the same name comes in by superseding every row of it at once. A row whose
+    configuration does not recompute from the code installed here (stale) is refused unless
+    ``allow_stale``. All or nothing: the
     new leaderboard is built beside the old one and swapped in at once, with a changelog entry.
     """
     into = Path(into)
@@ -96,6 +99,13 @@ def merge(
             raise HarnessError(
                 f"merge refused: {failed} of {len(results)} runs do not validate; {into} is unchanged\n"
                 + summarize_failures(results)
+            )
+        stale = [r for r in results if r.stale]
+        if stale and not allow_stale:
+            raise HarnessError(
+                f"merge refused: {len(stale)} of {len(results)} runs do not recompute from the code installed here "
+                f"(stale; re-run them, or --allow-stale); {into} is unchanged\n"
+                + "\n".join(f"  {r.source}: {'; '.join(r.stale)}" for r in stale)
             )
         actions = _plan(results, existing, supersede)
         directories = {r.source: e.directory for r, e in zip(results, entries, strict=True)}

@@ -251,9 +251,9 @@ def _changes(source: RowSource, run_dir: Path, new: LeaderboardRow) -> list[str]
     except (OSError, json.JSONDecodeError):
         after = None
     if source.config is not None and after is not None:
-        found = _differences(source.config, after)
+        found = differences(source.config, after)
     else:
-        found = _differences(_recorded(source.row), _recorded(new))
+        found = differences(_recorded(source.row), _recorded(new))
     if not found:
         found = ["what the row does not record (its run directory's config.json is not at hand)"]
     return found[:_MAX_CHANGES] + ([f"and {len(found) - _MAX_CHANGES} more"] if len(found) > _MAX_CHANGES else [])
@@ -277,7 +277,8 @@ def _recorded(row: LeaderboardRow) -> dict[str, Any]:
     }
 
 
-def _differences(old: Any, new: Any, where: str = "") -> list[str]:
+def differences(old: Any, new: Any, where: str = "") -> list[str]:
+    """Each leaf that differs between two JSON values, as ``path: old → new``."""
     if isinstance(old, dict) and isinstance(new, dict):
         found = []
         for key in [*old, *(k for k in new if k not in old)]:
@@ -287,10 +288,10 @@ def _differences(old: Any, new: Any, where: str = "") -> list[str]:
             elif key not in old:
                 found.append(f"{inner}: (unset) → {json.dumps(new[key])}")
             else:
-                found += _differences(old[key], new[key], inner)
+                found += differences(old[key], new[key], inner)
         return found
     if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        return [d for i, (a, b) in enumerate(zip(old, new, strict=True)) for d in _differences(a, b, f"{where}[{i}]")]
+        return [d for i, (a, b) in enumerate(zip(old, new, strict=True)) for d in differences(a, b, f"{where}[{i}]")]
     return [] if old == new else [f"{where}: {json.dumps(old)} → {json.dumps(new)}"]
 
 

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from harness.errors import HarnessError, require
 from harness.io import stable_hash
 from harness.leaderboard.bundles import RunEntry, run_files
-from harness.leaderboard.evidence import check_seeded, health_problems
+from harness.leaderboard.evidence import check_seeded, health_problems, stale_reasons
 from harness.leaderboard.rows import LeaderboardRow, json_schema, schema_problem
 from harness.metrics import METRICS_VERSION, evaluate, means, parse_metrics
 from harness.plugins import get_plugin_manager
@@ -46,6 +46,7 @@ class Validation:
     row: LeaderboardRow | None = None
     problems: list[str] = field(default_factory=list)
     checks: list[str] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -62,6 +63,7 @@ class Validation:
             "config_hash": row.config_hash if row else None,
             "problems": self.problems,
             "checks": self.checks,
+            "stale": self.stale,
         }
 
 
@@ -388,8 +390,8 @@ def _recompute(
     if result.ok:
         result.checks.append(f"metrics recomputed from {len(qids)} rankings")
         result.problems += health_problems(row, records, ranked, [q.answer_ids for q in queries], candidate_mask(skb))
-        if result.ok:
-            result.checks.append("health recomputed from the per-query details")
+        result.checks += ["health recomputed from the per-query details"] if result.ok else []
+        result.stale = stale_reasons(row, config, skb)  # the code here no longer makes this configuration
 
 
 def summarize_failures(results: Iterable[Validation]) -> str:
