@@ -282,3 +282,27 @@ def test_a_row_whose_configuration_the_code_no_longer_makes_is_stale_and_merge_r
     monkeypatch.setattr(Seeded, "training_identity", lambda self: {"base": "another"})
     (reason,) = _valid(trained.run_dir, tmp_path).stale
     assert reason.startswith("training.under-test.checkpoint:") or reason.startswith("training.seeded.checkpoint:")
+
+
+def test_a_seeded_row_and_a_sample_travel_whole_through_submit_and_merge(plugins: Any, tmp_path: Path) -> None:
+    from harness.leaderboard.merge import merge
+    from harness.leaderboard.submit import bundle
+
+    seeded = _run(plugins, "seeded", tmp_path / "runs", seeds=[0, 1])
+    sampled = _run(plugins, "guessing-lenient", tmp_path / "runs", sample=0.5, seed=3)
+    archive = tmp_path / "sub.tar.gz"
+    bundle([seeded.run_dir, sampled.run_dir], archive)
+    merge([archive], tmp_path / "board")
+    runs = tmp_path / "board" / "runs" / "tiny-train" / "test"
+    (seeded_dir,) = runs.glob("seeded-*")
+    for seed in (0, 1):
+        assert {p.name for p in (seeded_dir / f"seed-{seed}").iterdir()} >= {"row.json", "run.trec.gz", "qrels.trec"}
+    (sampled_dir,) = runs.glob("guessing-lenient-*")
+    qrels = {line.split()[0] for line in (sampled_dir / "qrels.trec").read_text().splitlines()}
+    assert qrels == {str(q) for q in _qids(sampled_dir)} and len(qrels) == sampled.row.num_queries
+    results = validate(collect(tmp_path / "board", tmp_path / "unpacked"))
+    assert [r.ok for r in results] == [True, True], [r.problems for r in results]
+
+
+def _qids(run_dir: Path) -> list[int]:
+    return [json.loads(line)["qid"] for line in (run_dir / "per_query.jsonl").read_text().splitlines()]

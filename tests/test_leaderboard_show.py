@@ -136,3 +136,47 @@ def test_n_is_needed_when_a_row_is_sampled() -> None:
     # n (9+3) now comes before mrr; with it, retriever and hit@1 need 38 cells
     assert fit_columns(header, cells, ["hit@1", "mrr"], 38) == ([2, 3, 4], [0, 1, 5, 6, 7, 8])
     assert fit_columns(header, cells, ["hit@1", "mrr"], 37) is None
+
+
+REASON = "reranking lowered mrr from 55.80 to 46.35: below its own first stage"
+
+
+def flagged_and_seeded(tmp_path: Path) -> tuple[Path, dict, dict]:
+    """The board with its best debian/test row flagged (its reranking never helped) and dense-64's
+    test row averaged over three seeds."""
+    path = board(tmp_path)
+    rows = json.loads(path.read_text(encoding="utf-8"))
+    tests = [row for row in rows if row["split"] == "test"]
+    best = max(tests, key=lambda row: row["metrics"]["hit@1"])
+    best["health"] = {"counters": {"reranked": 0}, "queries": 208, "flags": [{"component": "rerank", "reason": REASON}]}
+    seeded = next(row for row in tests if row["retriever"]["name"] == "dense-64")
+    spread = {m: {"mean": v, "std": 0.0123, "min": v - 0.01, "max": v + 0.01} for m, v in seeded["metrics"].items()}
+    seeded["seeds"] = {
+        "values": [0, 1, 2],
+        "config_hashes": ["a", "b", "c"],
+        "metrics": spread,
+        "runs": ["0", "1", "2"],
+    }
+    path.write_text(json.dumps(rows), encoding="utf-8")
+    return path, best, seeded
+
+
+def test_flagged_rows_are_marked_and_listed_last_with_their_reason(tmp_path: Path) -> None:
+    path, best, seeded = flagged_and_seeded(tmp_path)
+    name = best["retriever"]["name"]
+    out = CliRunner().invoke(cli, ["leaderboard", "show", str(path)], catch_exceptions=False).stdout
+    lines = out.splitlines()
+    assert "seeded rows mean ± std" in lines[0]
+    tests = [line for line in lines[2:] if line.split()[:2] == ["debian", "test"]]
+    # not ranked among the rows that ran: after every one of them, marked
+    assert tests[-1].split()[2:4] == [name, "⚑"] and not any("⚑" in line for line in tests[:-1])
+    assert lines[-1] == f"⚑ {name} (debian/test): rerank: {REASON}"
+    [line] = [line for line in tests if line.split()[2] == "dense-64"]
+    hit = 100 * seeded["metrics"]["hit@1"]
+    assert f"{seeded['num_queries']} (3 seeds)" in line and f"{hit:.2f} ± 1.23" in line
+    # a terminal: the marker in the retriever column of the boxed table, the reason below it
+    terminal = in_a_terminal(tmp_path, str(path), columns=110)
+    assert BOXES & set(terminal) and f"{name} ⚑ │" in terminal and "± 1.23 │" in terminal
+    assert f"⚑ {name} (debian/test): rerank: {REASON}" in " ".join(terminal.split())
+    markdown = CliRunner().invoke(cli, ["leaderboard", "show", str(path), "--format", "markdown"]).stdout
+    assert f"| {name} ⚑ |" in markdown and markdown.rstrip().endswith(f"rerank: {REASON}")

@@ -1,10 +1,14 @@
 """Publishing a leaderboard made from runs of fake retrievers: Markdown tables per dataset and
 split, marks for sampled and LLM rows, p-values as `harness compare` gives them, and a site
-that replaces only what publish wrote. (The committed leaderboard's site, driven in a real
-browser, is in integration/test_published_leaderboard.py.)"""
+that replaces only what publish wrote; each row's evidence on the site, flagged rows apart,
+seeded rows as mean ± std, every metric column tested and Holm-corrected, a page for a phone.
+(The committed leaderboard's site, driven in a real browser, is in
+integration/test_published_leaderboard.py.)"""
 
 from __future__ import annotations
 
+import json
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,12 +19,15 @@ from click.testing import CliRunner
 from pydantic import Field
 
 import harness
-from harness.analysis.compare import compare_runs
+from harness.analysis.compare import compare_runs, load_per_query
+from harness.analysis.stats import holm
 from harness.cli import cli
 from harness.errors import HarnessError
 from harness.leaderboard.merge import merge
 from harness.leaderboard.publish import publish
-from harness.leaderboard.rows import LeaderboardRow, read_rows
+from harness.leaderboard.rows import LeaderboardRow, read_rows, write_row
+from harness.leaderboard.site import dataset_page
+from harness.leaderboard.views import per_query_of, versus_best
 from harness.plugins import PluginManager
 from harness.run import Runner, resolve
 from harness.run.registry import parse_registry
@@ -162,3 +169,171 @@ def test_rows_record_what_the_marks_are_made_from(board: Path) -> None:
     assert isinstance(llm, LeaderboardRow)
     assert llm.regime == "llm-at-query-time" and llm.sample == 0.5 and llm.num_queries == 2
     assert llm.usage["cost_usd"] == 0.0012 and llm.retriever.params == {"llm": "fake:echo"}
+
+
+REASON = "no structured query executed in any of 4 queries (parse_executed 0/4)"
+
+
+def _flag_and_seed(board: Path) -> LeaderboardRow:
+    """On plain/test: flag the best row (its distinguishing component never ran) and average
+    overlap-strict over three seeds, whose runs (subdirectories of its run) copy its per-query
+    results. Rewrites their row files as the runner and seeded training write them."""
+    rows = {r.retriever.name: r for r in read_rows(board) if r.dataset.name == "plain"}
+    flagged = LeaderboardRow.model_validate(
+        {
+            **rows["overlap"].model_dump(mode="json"),
+            "health": {
+                "counters": {"parse_executed": 0, "queries_parsed": 4},
+                "queries": 4,
+                "flags": [{"component": "structured query", "reason": REASON}],
+            },
+        }
+    )
+    strict = rows["overlap-strict"]
+    spread = {m: {"mean": v, "std": 0.0125, "min": v - 0.01, "max": v + 0.02} for m, v in strict.metrics.items()}
+    runs = ["seeds/0", "seeds/1", "seeds/2"]
+    seeded = LeaderboardRow.model_validate(
+        {
+            **strict.model_dump(mode="json"),
+            "seeds": {"values": [0, 1, 2], "config_hashes": ["a0", "a1", "a2"], "metrics": spread, "runs": runs},
+        }
+    )
+    assert strict.run_dir
+    for run in runs:
+        (board / strict.run_dir / run).mkdir(parents=True)
+        shutil.copy(board / strict.run_dir / "per_query.jsonl", board / strict.run_dir / run / "per_query.jsonl")
+    write_row(board, flagged)
+    write_row(board, seeded)
+    return seeded
+
+
+def _section(page: str, split: str) -> str:
+    return page.split(f'<section id="split-{split}">')[1].split("</section>")[0]
+
+
+def test_site_shows_each_rows_evidence_and_lists_flagged_rows_apart(board: Path, tmp_path: Path) -> None:
+    seeded = _flag_and_seed(board)
+    publish(board, tmp_path / "site", METRICS)
+    section = _section((tmp_path / "site" / "plain.html").read_text(), "test")
+    ranked_part, flagged_part = section.split('<h3 class="flagged-heading">')
+    # the flagged row is in its own table below the ranking, badged with its reason, though it
+    # is the best by every metric; it does not set the best row either
+    assert 'data-value="overlap"' in flagged_part and 'data-value="overlap"' not in ranked_part
+    assert 'data-value="overlap-strict"' in ranked_part and 'data-value="asks-llm"' in ranked_part
+    assert '<table class="board flagged" data-split="test">' in flagged_part
+    assert "component never ran" in flagged_part and f"structured query: {REASON}" in flagged_part
+    assert "1 row, not ranked" in flagged_part and "1 flagged, listed apart below" in ranked_part
+    strict_row = ranked_part.split('data-value="overlap-strict"')[1].split("</tr>")[0]
+    assert ">best<" in strict_row and 'class="best"' in strict_row
+    # every row's details: configuration, seeds, health and the command that reproduces it
+    assert section.count('<details class="evidence">') == 3
+    assert "min_overlap=3" in strict_row and "with_relations=true" in strict_row  # its parameters
+    assert "<dt>seeds</dt>" not in strict_row  # not trained: no training section, the seeds have their own
+    for value, run in zip([0, 1, 2], ["seeds/0", "seeds/1", "seeds/2"], strict=True):
+        assert f"<dt>seed {value}</dt><dd>{seeded.run_dir}/{run}</dd>" in strict_row
+    mrr = 100 * seeded.metrics["mrr"]
+    assert f"<dt>mrr</dt><dd>{mrr:.2f} ± 1.25 (min {mrr - 1:.2f}, max {mrr + 2:.2f})</dd>" in strict_row
+    command = f"harness leaderboard reproduce leaderboard/rows/plain/test/overlap-strict-{seeded.config_hash}.json"
+    assert f"<code>{command}</code>" in strict_row
+    flagged_row = flagged_part.split('data-value="overlap"')[1].split("</tr>")[0]
+    assert "<dt>parse_executed</dt><dd>0</dd>" in flagged_row and "<dt>queries</dt><dd>4</dd>" in flagged_row
+    assert f"<dt>flag: structured query</dt><dd>{REASON}</dd>" in flagged_row
+    assert "50% of the split, seed " in section  # the sample's seed, from its run's config.json
+    # a seeded row's metric cells: mean ± std (n seeds)
+    assert f'{mrr:.2f}<span class="pm"> ± 1.25</span> <span class="dim">(3 seeds)</span>' in strict_row
+    # its tests are of each query's mean over its seeds' runs
+    assert seeded.run_dir
+    own = load_per_query(board / seeded.run_dir)
+    for seed, hit in [(1, 0.0), (2, 1.0)]:
+        lines = [json.dumps({"qid": q, "metrics": {**m, "hit@1": hit}}) for q, m in own.items()]
+        (board / seeded.run_dir / f"seeds/{seed}/per_query.jsonl").write_text("\n".join(lines) + "\n")
+    averaged = per_query_of(seeded, board)
+    assert averaged == {q: {**m, "hit@1": pytest.approx((m["hit@1"] + 1) / 3)} for q, m in own.items()}
+    # the Markdown table: the flagged row after the ranked ones, marked, its reason below
+    table = (tmp_path / "site" / "markdown" / "plain-test.md").read_text()
+    lines = _table_lines(table)
+    assert lines[-1].startswith("| overlap ⚑ |") and not any("⚑" in line for line in lines[:-1])
+    assert lines[0].startswith("| overlap-strict |") and f"{mrr:.2f} ± 1.25 (3 seeds)" in lines[0]
+    assert f"⚑ overlap (plain/test): structured query: {REASON}" in table.split(lines[-1])[1]
+
+
+def test_every_metric_column_is_tested_against_its_best_row(board: Path, tmp_path: Path) -> None:
+    """Each row against the best row of each metric, the p-values `harness compare` gives, then
+    Holm-adjusted over all the split's tests; the page says how many."""
+    rows = [r for r in read_rows(board) if r.dataset.name == "plain"]
+    versus = versus_best(rows, METRICS, board)
+    best = next(r for r in rows if r.retriever.name == "overlap")
+    assert versus.best == dict.fromkeys(METRICS, best.config_hash)
+    others = [r for r in rows if r is not best]
+    assert set(versus.p) == {(r.config_hash, m) for r in others for m in METRICS}
+    assert best.run_dir
+    for row in others:
+        assert row.run_dir
+        for metric in METRICS:
+            [result] = compare_runs([board / best.run_dir, board / row.run_dir], metric)
+            assert versus.p[(row.config_hash, metric)] == result["p_randomization"]
+    assert versus.adjusted == dict(zip(versus.p, holm(list(versus.p.values())), strict=True))
+    publish(board, tmp_path / "site", METRICS)
+    page = (tmp_path / "site" / "plain.html").read_text()
+    assert page.count(f"Holm–Bonferroni-adjusted over the {len(versus.p)} tests of this split") == 1
+
+
+def _synthetic(board: Path, tmp_path: Path) -> list[LeaderboardRow]:
+    """Three rows over 40 queries: ``a`` the best; ``b`` worse on every query (significant on both
+    metrics, however corrected); ``d`` worse on hit@1 in 6 queries only, p = 2/2⁶ exactly, which
+    Holm's correction over the 4 tests (2·p) no longer calls significant."""
+    [template] = [r for r in read_rows(board) if r.retriever.name == "overlap-strict"]
+    values = {
+        "a": [{"hit@1": 1.0, "mrr": 1.0}] * 40,
+        "b": [{"hit@1": 0.0, "mrr": 0.5}] * 40,
+        "d": [{"hit@1": 0.0, "mrr": 1.0}] * 6 + [{"hit@1": 1.0, "mrr": 1.0}] * 34,
+    }
+    rows = []
+    for name, per_query in values.items():
+        directory = tmp_path / "synthetic" / "runs" / name
+        directory.mkdir(parents=True)
+        lines = [json.dumps({"qid": q, "metrics": m}) for q, m in enumerate(per_query)]
+        (directory / "per_query.jsonl").write_text("\n".join(lines) + "\n")
+        metrics = {m: float(np.mean([v[m] for v in per_query])) for m in ("hit@1", "mrr")}
+        retriever = template.retriever.model_copy(update={"name": name})
+        update = {"retriever": retriever, "metrics": metrics, "run_dir": f"runs/{name}", "config_hash": name * 16}
+        rows.append(template.model_copy(update=update))
+    return rows
+
+
+def test_cells_significantly_below_the_best_are_marked_after_the_correction(board: Path, tmp_path: Path) -> None:
+    rows = _synthetic(board, tmp_path)
+    root = tmp_path / "synthetic"
+    versus = versus_best(rows, ["hit@1", "mrr"], root)
+    a, b, d = (r.config_hash for r in rows)
+    assert len(versus.p) == 4 and versus.p[(d, "hit@1")] == pytest.approx(2 / 2**6)  # exact: 2⁶ sign flips
+    assert versus.adjusted[(d, "hit@1")] == pytest.approx(2 * 2 / 2**6)  # second smallest of 4 after b's two
+    assert versus.below(b, "hit@1") and versus.below(b, "mrr")
+    assert not versus.below(d, "hit@1") and not versus.below(d, "mrr") and not versus.below(a, "hit@1")
+    page = dataset_page("synthetic", rows, ["synthetic"], ["hit@1", "mrr"], {"test": versus}, root)
+
+    def cells(name: str) -> list[str]:
+        row = page.split(f'data-value="{name}"')[1].split("</tr>")[0]
+        return [cell for cell in row.split("<td")[1:] if 'data-label="hit@1"' in cell or 'data-label="mrr"' in cell]
+
+    assert all('class="best"' in cell for cell in cells("a"))
+    assert all('class="below"' in cell and "▼</abbr>" in cell for cell in cells("b"))
+    assert not any("below" in cell or "▼" in cell for cell in cells("d"))
+    assert "Holm-adjusted 0.062" in page.split('data-value="d"')[1].split("</tr>")[0]  # its details say why
+    assert "over the 4 tests of this split" in page
+
+
+def test_pages_are_made_for_a_phone(board: Path, tmp_path: Path) -> None:
+    """What keeps a page from scrolling sideways at 390 px (checked in a browser elsewhere): the
+    viewport tag, the media query that turns rows into cards, labels for the cards' values, the
+    columns left to the details, a plot that scales."""
+    publish(board, tmp_path / "site", METRICS)
+    for page in (tmp_path / "site").glob("*.html"):
+        text = page.read_text()
+        assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in text
+        assert "@media (max-width: 640px)" in text and "td.minor { display: none; }" in text
+    text = (tmp_path / "site" / "plain.html").read_text()
+    assert 'viewBox="0 0 760 340"' in text and "max-width: 100%" in text
+    body = text.split("<tbody>")[1].split("</tbody>")[0]
+    assert body.count("<td") == body.count("data-label=")
+    assert 'class="num minor" scope="col">p95 ms' in text and 'class="text minor" data-label="date"' in text

@@ -1,16 +1,18 @@
 """Query-set statistics: hand-checked definitions, and a query set read from a directory.
-(STaRK's own numbers on its real query sets: integration/test_stark_statistics.py.)"""
+(STaRK's own numbers on its real query sets: integration/test_stark_statistics.py.) The
+Holm–Bonferroni correction, by hand and against the step-down procedure it stands for."""
 
 from __future__ import annotations
 
 import json
 import math
+import random
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from harness.analysis.stats import query_set_statistics, shannon_entropy, type_token_ratio
+from harness.analysis.stats import holm, query_set_statistics, shannon_entropy, type_token_ratio
 from harness.cli import cli
 from harness.queries import HUMAN_SPLIT, Query, QuerySet
 
@@ -47,3 +49,28 @@ def test_stats_of_a_query_set_directory(tmp_path: Path) -> None:
     assert stats["dataset"] == "mine" and stats["all"]["words"] == 5 and stats["all"]["type_token_ratio"] == 3 / 5
     refused = CliRunner().invoke(cli, ["stats"])
     assert refused.exit_code != 0 and "DATASET or --queries" in refused.output
+
+
+def test_holm_by_hand() -> None:
+    # sorted: 0.005·4 = 0.02, 0.01·3 = 0.03, 0.03·2 = 0.06, 0.04·1 = 0.04 → kept monotone at 0.06
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.02, 0.5, 0.02]) == pytest.approx([0.06, 0.5, 0.06])  # ties: one value, whatever the order
+    assert holm([0.4, 0.6]) == pytest.approx([0.8, 0.8])
+    assert holm([0.6, 0.7]) == [1.0, 1.0]  # capped at 1
+    assert holm([0.03]) == [0.03] and holm([]) == []
+
+
+def test_holm_rejects_what_the_step_down_procedure_rejects() -> None:
+    rng = random.Random(0)
+    for _ in range(200):
+        pvalues = [rng.choice([rng.random(), rng.random() / 50]) for _ in range(rng.randint(1, 12))]
+        alpha = 0.05
+        # Holm's procedure: reject the smallest p-values while p₍ᵢ₎ ≤ α / (m − i + 1)
+        rejected = set()
+        for rank, index in enumerate(sorted(range(len(pvalues)), key=lambda i: pvalues[i])):
+            if pvalues[index] > alpha / (len(pvalues) - rank):
+                break
+            rejected.add(index)
+        adjusted = holm(pvalues)
+        assert {i for i, p in enumerate(adjusted) if p <= alpha} == rejected
+        assert all(p <= a <= 1 for p, a in zip(pvalues, adjusted, strict=True))

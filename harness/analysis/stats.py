@@ -18,7 +18,7 @@ import numpy as np
 
 from harness.queries import HUMAN_SPLIT, Query, QuerySet
 
-__all__ = ["query_set_statistics", "shannon_entropy", "type_token_ratio", "write_histograms"]
+__all__ = ["holm", "query_set_statistics", "shannon_entropy", "type_token_ratio", "write_histograms"]
 
 
 def _words(queries: Sequence[Query]) -> list[str]:
@@ -34,6 +34,22 @@ def shannon_entropy(words: Sequence[str]) -> float:
 def type_token_ratio(words: Sequence[str]) -> float:
     """Distinct words over words."""
     return len(set(words)) / len(words) if words else 0.0
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm–Bonferroni adjusted p-values, in the order given: the i-th smallest of m p-values
+    becomes max over j ≤ i of min(1, (m − j + 1)·p₍ⱼ₎). An adjusted value below α is exactly a
+    rejection by Holm's step-down procedure at family-wise error rate α (the values
+    statsmodels' ``multipletests(method="holm")`` gives)."""
+    m = len(pvalues)
+    adjusted = [0.0] * m
+    running = 0.0
+    # a stable sort: tied p-values get the same adjusted value whatever their order
+    for rank, index in enumerate(sorted(range(m), key=lambda i: pvalues[i])):
+        # the running maximum keeps the step-down monotone: a larger p never gets a smaller adjustment
+        running = max(running, min(1.0, (m - rank) * pvalues[index]))
+        adjusted[index] = running
+    return adjusted
 
 
 def _distribution(values: np.ndarray) -> dict[str, float]:

@@ -76,6 +76,21 @@ def run_files(directory: Path) -> dict[str, Path]:
     return files
 
 
+def run_members(directory: Path) -> dict[str, Path]:
+    """Every file a run directory ships, by its path inside it: the row, its configuration and
+    per-query results, the TREC run, the qrels of what was evaluated (a sample's own), and for a
+    row over several seeds each seed's run under ``seed-<n>/``."""
+    members = {
+        name: directory / name
+        for name in (*RUN_FILES, "run.trec", "run.trec.gz", "qrels.trec")
+        if (directory / name).is_file()
+    }
+    for sub in sorted(directory.glob("seed-*")):
+        if sub.is_dir():
+            members.update({f"{sub.name}/{name}": path for name, path in run_members(sub).items()})
+    return members
+
+
 def _run_entry(directory: Path, source: str) -> RunEntry:
     try:
         data = json.loads((directory / "row.json").read_text(encoding="utf-8"))

@@ -128,11 +128,17 @@ def stale_reasons(row: LeaderboardRow, config: dict[str, Any], skb: Any) -> list
         spec = spec_from_row(row, plugins, seed=seed)
     except HarnessError as exc:
         return [f"its components cannot be constructed from the code installed here: {exc}"]
-    recorded = {"retriever": row.retriever, "uses": row.uses, "dataset": row.dataset}
-    now = {"retriever": spec.main.info, "uses": [c.info for c in spec.uses], "dataset": spec.dataset_component.info}
     found = differences(
-        {k: [i.configuration() for i in v] if isinstance(v, list) else v.configuration() for k, v in recorded.items()},
-        {k: [i.configuration() for i in v] if isinstance(v, list) else v.configuration() for k, v in now.items()},
+        {
+            "retriever": row.retriever.configuration(),
+            "uses": [info.configuration() for info in row.uses],
+            "dataset": row.dataset.configuration(),
+        },
+        {
+            "retriever": spec.main.info.configuration(),
+            "uses": [c.info.configuration() for c in spec.uses],
+            "dataset": spec.dataset_component.info.configuration(),
+        },
     )
     if not found and row.training is not None and isinstance(config.get("training"), dict):
         builder = Builder(

@@ -18,7 +18,7 @@ from typing import Literal
 
 from harness.errors import HarnessError
 from harness.io import atomic_write, clean_stale, exclusive, leaderboard_lock, replace_dir, temp_prefix, write_json
-from harness.leaderboard.bundles import RunEntry, collect, run_files, sha256
+from harness.leaderboard.bundles import RunEntry, collect, run_members, sha256
 from harness.leaderboard.rows import LeaderboardRow, json_schema, read_rows, row_path, write_merged
 from harness.leaderboard.validate import Validation, data_conflicts, summarize_failures, validate
 
@@ -213,15 +213,18 @@ def _apply(root: Path, action: MergeAction, source: Path) -> None:
     destination = root / run_dir
     shutil.rmtree(destination, ignore_errors=True)
     destination.mkdir(parents=True)
-    files = run_files(source)
-    shutil.copyfile(files["config.json"], destination / "config.json")
-    shutil.copyfile(files["per_query.jsonl"], destination / "per_query.jsonl")
-    if files["run.trec"].suffix == ".gz":
-        shutil.copyfile(files["run.trec"], destination / "run.trec.gz")
-    else:
-        # mtime=0: the same run compresses to the same bytes, so git sees no change
-        with files["run.trec"].open("rb") as src, gzip.GzipFile(destination / "run.trec.gz", "wb", mtime=0) as dst:
-            shutil.copyfileobj(src, dst)
+    # everything the run ships (a sample's qrels, each seed's run) but its own row, rewritten below
+    for name, path in run_members(source).items():
+        if name == "row.json":
+            continue
+        target = destination / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if name.endswith("run.trec"):
+            # mtime=0: the same run compresses to the same bytes, so git sees no change
+            with path.open("rb") as src, gzip.GzipFile(target.with_name("run.trec.gz"), "wb", mtime=0) as dst:
+                shutil.copyfileobj(src, dst)
+        else:
+            shutil.copyfile(path, target)
     row = action.row.model_copy(update={"run_dir": run_dir.as_posix()})
     write_json(target_row, row.model_dump(mode="json"))
 

@@ -10,7 +10,10 @@
 
 The pages embed their rows, style and script: no server, no network, they open from
 ``file://``. Rows evaluated on a sample of the split, or that run an LLM at query time, are
-marked in every view.
+marked in every view; so are rows whose distinguishing component never ran (their health
+flags), listed apart below the ranked rows. Each row on the site carries its evidence (its
+configuration, training, seeds, health counters, tests and the command that reproduces it)
+in a ``<details>``; every metric cell is tested against its column's best row, Holm-adjusted.
 """
 
 from __future__ import annotations
@@ -22,19 +25,21 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.io import atomic_write, clean_stale, replace_dir, temp_prefix
-from harness.leaderboard.rows import LeaderboardRow, read_rows
+from harness.leaderboard.rows import FLAG_MARK, LeaderboardRow, flag_notes, flags_of, metric_text, read_rows
 from harness.leaderboard.site import dataset_page, index_page
 from harness.leaderboard.views import (
     FOOTNOTE,
     LLM_MARK,
     SAMPLE_MARK,
     TEXT_COLUMNS,
+    Versus,
     cost_text,
     display_name,
     llm_of,
     metric_columns,
     page_name,
     ranked,
+    seeded_text,
     slug,
     splits,
     versus_best,
@@ -68,14 +73,15 @@ def publish(source: str | Path, out: str | Path, metrics: list[str] | None = Non
     try:
         files: dict[str, str] = {MARKER: "written by `harness leaderboard publish`; replaced on the next publish\n"}
         sections = []
-        versus: dict[str, float | str] = {}
         for dataset in datasets:
-            for _, split_rows in splits(by_dataset[dataset]):
-                versus.update(versus_best(split_rows, metric_columns(split_rows, metrics), Path(source)))
-        for dataset in datasets:
-            files[f"{page_name(dataset)}"] = dataset_page(dataset, by_dataset[dataset], datasets, metrics, versus)
+            versus = {
+                split: versus_best(split_rows, metric_columns(split_rows, metrics), Path(source))
+                for split, split_rows in splits(by_dataset[dataset])
+            }
+            page = dataset_page(dataset, by_dataset[dataset], datasets, metrics, versus, Path(source))
+            files[f"{page_name(dataset)}"] = page
             for split, split_rows in splits(by_dataset[dataset]):
-                table = markdown_section(dataset, split, split_rows, metrics, versus)
+                table = markdown_section(dataset, split, split_rows, metrics, versus[split])
                 files[f"markdown/{slug(dataset)}-{slug(split)}.md"] = table
                 sections.append(table)
         files["LEADERBOARD.md"] = "# Leaderboard\n\n" + "\n".join(sections)
@@ -96,10 +102,12 @@ def markdown_section(
     split: str,
     rows: list[LeaderboardRow],
     metrics: list[str] | None,
-    versus: dict[str, float | str] | None = None,
+    versus: Versus | None = None,
 ) -> str:
+    """A split's Markdown table. "p vs best" stays the unadjusted p of the first metric, as
+    `harness compare` gives it for the pair (the site adjusts for its many tests); a flagged row
+    is listed after the ranked ones, marked ⚑, its reason below the table."""
     columns = metric_columns(rows, metrics)
-    versus = versus or {}
     header = ["retriever", "queries", *columns, "p vs best", "p50 ms", "p95 ms", "regime", "LLM", "cost", "date"]
     header.append("harness")
     lines = [
@@ -108,14 +116,16 @@ def markdown_section(
         "| " + " | ".join(header) + " |",
         "|" + "|".join(":--" if name in TEXT_COLUMNS else "--:" for name in header) + "|",
     ]
-    for row in ranked(rows, columns):
+    order = ranked(rows, columns)
+    for row in [r for r in order if not flags_of(r)] + [r for r in order if flags_of(r)]:
         marks = (SAMPLE_MARK if row.sample else "") + (LLM_MARK if row.regime == "llm-at-query-time" else "")
+        marks += FLAG_MARK if flags_of(row) else ""
         queries = f"{row.num_queries}" + (f" ({row.sample:.0%})" if row.sample else "")
         cells = [
             display_name(row).replace("|", "\\|") + (f" {marks}" if marks else ""),
             queries,
-            *(f"{100 * row.metrics[m]:.2f}" if m in row.metrics else "–" for m in columns),
-            versus_text(versus.get(row.config_hash)),
+            *(seeded_text(row, m) or metric_text(row, m) for m in columns),
+            versus_text(versus.first(row.config_hash) if versus else None),
             f"{row.latency.p50_ms:.2f}",
             f"{row.latency.p95_ms:.2f}",
             row.regime,
@@ -125,4 +135,5 @@ def markdown_section(
             row.versions.harness,
         ]
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + f"\n\n{FOOTNOTE} {versus_note(columns)}\n"
+    flags = "".join(f"\n{note}\n" for note in flag_notes(rows))
+    return "\n".join(lines) + f"\n\n{FOOTNOTE} {versus_note(columns)}\n" + flags

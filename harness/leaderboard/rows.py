@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from harness.errors import HarnessError
 from harness.io import exclusive, leaderboard_lock, write_json
@@ -121,20 +121,81 @@ def json_schema() -> dict[str, Any]:
     return LeaderboardRow.model_json_schema()
 
 
+#: marks a row whose distinguishing component never (or almost never) ran (its ``health.flags``)
+FLAG_MARK = "⚑"
+
+
+def _plain(value: Any) -> dict[str, Any] | None:
+    """A row's optional ``health`` or ``seeds`` as plain JSON data (a model or a dict), or None."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return value if isinstance(value, dict) else None
+
+
+def health_of(row: LeaderboardRow) -> dict[str, Any] | None:
+    """``{"counters", "queries", "flags", ...}``; None on a row written before rows had it."""
+    return _plain(getattr(row, "health", None))
+
+
+def seeds_of(row: LeaderboardRow) -> dict[str, Any] | None:
+    """``{"values", "metrics": {metric: {"mean", "std", "min", "max"}}, "runs"}`` for a row averaged
+    over training seeds, else None."""
+    return _plain(getattr(row, "seeds", None))
+
+
+def flags_of(row: LeaderboardRow) -> list[dict[str, str]]:
+    """The row's health flags (``component``, ``reason``): non-empty when what distinguishes it never ran."""
+    health = health_of(row) or {}
+    return [flag for flag in health.get("flags") or [] if isinstance(flag, dict)]
+
+
+def spread_of(row: LeaderboardRow, metric: str) -> dict[str, float] | None:
+    """``{"mean", "std", "min", "max"}`` of ``metric`` over the row's seeds, if it has seeds."""
+    seeds = seeds_of(row) or {}
+    spread = (seeds.get("metrics") or {}).get(metric)
+    return spread if isinstance(spread, dict) and "std" in spread else None
+
+
+def metric_text(row: LeaderboardRow, metric: str) -> str:
+    """A metric ×100: ``55.80``, or ``55.80 ± 1.23`` (mean ± std) for a row averaged over seeds;
+    ``–`` when the row lacks it."""
+    if metric not in row.metrics:
+        return "–"
+    spread = spread_of(row, metric)
+    text = f"{100 * row.metrics[metric]:.2f}"
+    return text + (f" ± {100 * spread['std']:.2f}" if spread else "")
+
+
+def flag_notes(rows: list[LeaderboardRow]) -> list[str]:
+    """One line per health flag, for below a table: ``⚑ name (dataset/split): component: reason``."""
+    return [
+        f"{FLAG_MARK} {display_name(row)} ({row.dataset.name}/{row.split}): {flag.get('component')}: "
+        f"{flag.get('reason')}"
+        for row in rows
+        for flag in flags_of(row)
+    ]
+
+
 def table_rows(rows: list[LeaderboardRow], metrics: list[str] | None = None) -> tuple[list[str], list[list[str]]]:
-    """Header and cells for a leaderboard table (used by the rich and Markdown views)."""
+    """Header and cells for a leaderboard table (used by the rich and Markdown views).
+
+    A flagged row (:func:`flags_of`) is marked ⚑ and listed after the other rows of its split:
+    its numbers measure something other than the system it names, so it is not ranked among them."""
     if metrics is None:
         metrics = []
         for row in rows:
             metrics.extend(m for m in row.metrics if m not in metrics)
     header = ["dataset", "split", "retriever", "n", *metrics, "ms/query", "regime", "date"]
     cells = []
-    for row in sorted(rows, key=lambda r: (r.dataset.name, r.split, -r.metrics.get(metrics[0] if metrics else "", 0))):
-        name = display_name(row)
+    first = metrics[0] if metrics else ""
+    for row in sorted(rows, key=lambda r: (r.dataset.name, r.split, bool(flags_of(r)), -r.metrics.get(first, 0))):
+        name = display_name(row) + (f" {FLAG_MARK}" if flags_of(row) else "")
         sample = f" ({row.sample:.0%})" if row.sample else ""
+        seeds = seeds_of(row)
+        seeded = f" ({len(seeds.get('values') or [])} seeds)" if seeds else ""
         cells.append(
-            [row.dataset.name, row.split, name, f"{row.num_queries}{sample}"]
-            + [f"{100 * row.metrics[m]:.2f}" if m in row.metrics else "–" for m in metrics]
+            [row.dataset.name, row.split, name, f"{row.num_queries}{sample}{seeded}"]
+            + [metric_text(row, m) for m in metrics]
             + [f"{row.latency.mean_ms:.2f}", row.regime, row.timestamp.date().isoformat()]
         )
     return header, cells
@@ -173,7 +234,7 @@ def column_priority(header: list[str], cells: list[list[str]], metrics: list[str
     ms/query, n, a dataset or split every row shares, regime, date)."""
     varies = {name: len({row[i] for row in cells}) > 1 for i, name in enumerate(header)}
     # a sampled row's n carries its " (10%)" marker (table_rows): without it, it reads as a full run
-    sampled = "n" in header and any(row[header.index("n")].endswith("%)") for row in cells)
+    sampled = "n" in header and any("%)" in row[header.index("n")] for row in cells)
     needed = ["retriever", *(name for name in ("dataset", "split") if varies[name]), *metrics[:1]]
     needed += ["n"] if sampled else []
     optional = [*metrics[1:], "ms/query", *([] if sampled else ["n"])]
@@ -206,7 +267,8 @@ def markdown_table(rows: list[LeaderboardRow], metrics: list[str] | None = None)
     header, cells = table_rows(rows, metrics)
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(c) + " |" for c in cells]
-    return "\n".join(lines) + "\n"
+    notes = flag_notes(rows)
+    return "\n".join(lines) + "\n" + "".join(f"\n{note}\n" for note in notes)
 
 
 def display_name(row: LeaderboardRow) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.io import atomic_write
-from harness.leaderboard.bundles import ARCHIVE_FORMAT, MANIFEST, collect, run_files, sha256
+from harness.leaderboard.bundles import ARCHIVE_FORMAT, MANIFEST, collect, run_files, run_members, sha256
 from harness.leaderboard.validate import summarize_failures, validate
 from harness.version import __version__
 
@@ -62,10 +62,11 @@ def bundle(
             if name in runs:
                 raise HarnessError(f"submit: {entry.source} is given twice")
             runs.append(name)
+            seeded = isinstance(data.get("seeds"), dict)  # its TREC runs are its seeds'
             for role, path in run_files(entry.directory).items():
-                if not path.is_file():
+                if not path.is_file() and not (seeded and role == "run.trec"):
                     raise HarnessError(f"submit: {entry.directory} has no {role}; run `harness run` again to write it")
-                members[f"{name}/{path.name}"] = path
+            members.update({f"{name}/{inner}": path for inner, path in run_members(entry.directory).items()})
         manifest = {
             "format": ARCHIVE_FORMAT,
             "created": datetime.now(UTC).isoformat(),

@@ -118,10 +118,12 @@
       placed.push({ x: sx(xs[i]) - 5, y: sy(ys[i]) - 5, w: 10 });
     });
     plotted.forEach(function (p, i) {
-      var classes = "point" + (p.llm_at_query_time ? " llm" : "") + (p.sample ? " sample" : "");
+      var classes = "point" + (p.llm_at_query_time ? " llm" : "") + (p.sample ? " sample" : "")
+        + (p.flagged ? " flagged" : "");
       var c = el("circle", { cx: sx(xs[i]), cy: sy(ys[i]), r: 5, "class": classes, "data-retriever": p.retriever }, svg);
       el("title", {}, c, p.retriever + ": " + metric + " " + ys[i].toFixed(2) + ", p50 " + p.p50_ms.toFixed(2) + " ms"
-         + (p.sample ? ", " + Math.round(100 * p.sample) + "% sample" : "") + (p.llm_at_query_time ? ", LLM at query time" : ""));
+         + (p.sample ? ", " + Math.round(100 * p.sample) + "% sample" : "") + (p.llm_at_query_time ? ", LLM at query time" : "")
+         + (p.seeds ? ", mean of " + p.seeds + " seeds" : "") + (p.flagged ? ", flagged: component never ran" : ""));
       var x = sx(xs[i]) + 8, y = labelY(x, sy(ys[i]) + 4, 6.2 * p.retriever.length);
       el("text", { x: x, y: y, "class": "label" }, svg, p.retriever);
     });
