@@ -6,6 +6,9 @@ answer?) and the number of answers per query, and returns one value per query; t
 built once per run (``harness.run.scoring.hit_matrix``: non-candidates dropped, repeats kept
 at their first rank, as STaRK's evaluator does). The built-in families and how they relate to
 trec_eval's measures and STaRK's evaluator are in ``harness.plugins.builtin_metrics``.
+
+Graded qrels (``harness evaluate``): trec_eval's nDCG takes the grades as gains
+(:func:`graded_ndcg`); every other measure reads a grade > 0 as relevant, i.e. the hit matrix.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
@@ -95,9 +98,72 @@ def parse_metrics(specs: Sequence[str] | str, families: Mapping[str, type[Metric
     return metrics
 
 
-def evaluate(metrics: Sequence[Metric], hits: np.ndarray, n_relevant: np.ndarray) -> dict[str, np.ndarray]:
-    """Per-query values of every metric."""
-    return {m.name: m.per_query(hits, n_relevant) for m in metrics}
+class Grades(NamedTuple):
+    """Graded relevance for the rows of a hit matrix: per query, the grade of the document at
+    each rank (0 where not judged) and the grades of every judged document."""
+
+    ranked: Sequence[Sequence[float]]
+    judged: Sequence[Sequence[float]]
+
+
+def evaluate(
+    metrics: Sequence[Metric], hits: np.ndarray, n_relevant: np.ndarray, grades: Grades | None = None
+) -> dict[str, np.ndarray]:
+    """Per-query values of every metric. With ``grades``, a metric with trec_eval's nDCG
+    definition (:func:`uses_grades`) takes the grades as gains; the others read ``hits``."""
+    return {
+        m.name: graded_ndcg(grades.ranked, grades.judged, m.k)
+        if grades is not None and uses_grades(m)
+        else m.per_query(hits, n_relevant)
+        for m in metrics
+    }
+
+
+def uses_grades(metric: Metric) -> bool:
+    """Whether ``metric`` has trec_eval's nDCG definition (``ndcg``, ``ndcg_cut``), whose gains
+    are the qrels' grades; every other trec_eval measure reads a grade > 0 as relevant."""
+    return metric.trec_eval == "ndcg" or metric.trec_eval_cut == "ndcg_cut"
+
+
+def graded_ndcg(
+    ranked: Sequence[Sequence[float]], judged: Sequence[Sequence[float]], k: int | None = None
+) -> np.ndarray:
+    """trec_eval's nDCG with graded gains, one value per query: ``ndcg_cut_k``, or ``ndcg``
+    with ``k`` None (the whole ranking).
+
+    ``ranked``: per query, the grade of the document at each rank (0 where not judged);
+    ``judged``: per query, the grade of every judged document. As trec_eval computes it: the
+    gain is the grade, counted only when positive (trec_eval reads a negative grade as "in the
+    pool, unjudged"); rank r is discounted by log2(r + 1); the ideal DCG ranks the positive
+    grades in descending order, cut at k. Without positive grades the value is 0. With grades
+    0 and 1 it is the binary ``ndcg@k`` of the hit matrix.
+    """
+    if len(ranked) != len(judged):
+        raise ValueError("ranked and judged differ in length")
+    gains = _padded(ranked, k)
+    ideal = -np.sort(-_padded(judged, None), axis=1)  # descending: the best possible ranking
+    if k is not None:
+        ideal = ideal[:, :k]
+    dcg = (gains * _discounts(gains.shape[1])).sum(axis=1)
+    ideal_dcg = (ideal * _discounts(ideal.shape[1])).sum(axis=1)
+    out = np.zeros(len(ranked), dtype=np.float64)
+    np.divide(dcg, ideal_dcg, out=out, where=ideal_dcg > 0)
+    return out
+
+
+def _padded(rows: Sequence[Sequence[float]], k: int | None) -> np.ndarray:
+    """Rows (cut at ``k``) as one float matrix of their positive values, padded with 0."""
+    width = max((len(row) for row in rows), default=0)
+    width = width if k is None else min(width, k)
+    out = np.zeros((len(rows), width), dtype=np.float64)
+    for i, row in enumerate(rows):
+        values = np.asarray(row[:width], dtype=np.float64)
+        out[i, : len(values)] = np.maximum(values, 0.0)  # only positive grades gain
+    return out
+
+
+def _discounts(length: int) -> np.ndarray:
+    return 1.0 / np.log2(np.arange(2, length + 2, dtype=np.float64))
 
 
 def means(per_query: Mapping[str, np.ndarray]) -> dict[str, float]:

@@ -2,7 +2,8 @@
 
 Run lines: ``qid Q0 docid rank score tag``. Qrels lines: ``qid 0 docid relevance``; either
 file may be gzip-compressed (``.gz``). Like trec_eval, a run is ordered by score (descending),
-ties by docid (descending), unless the rank column is asked for. Relevance > 0 counts as relevant.
+ties by docid (descending), unless the rank column is asked for. Relevance > 0 counts as relevant;
+nDCG on graded qrels takes the grades as gains (``harness.metrics.graded_ndcg``, trec_eval's).
 
 :func:`read_any_run` also reads MS MARCO runs (``qid<TAB>docid<TAB>rank``: ordered by the rank
 column, which is the only order such a file states) and ranx JSON runs (``{qid: {docid:

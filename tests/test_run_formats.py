@@ -68,9 +68,10 @@ def _write_qrels(path: Path, qrels: dict[str, dict[str, int]]) -> None:
 
 
 def _per_query(run_file: Path, qrels_file: Path, *options: str) -> dict[str, dict[str, float]]:
+    """Every qrels query's values: --complete scores the one missing from the run 0 (trec_eval -c)."""
     code, out, err = invoke(
         "evaluate", "--run", str(run_file), "--qrels", str(qrels_file), "-m", ",".join(MEASURES), "--per-query",
-        "--format", "json", *options,
+        "--complete", "--format", "json", *options,
     )  # fmt: skip
     assert code == 0, err
     return json.loads(out)["per_query"]

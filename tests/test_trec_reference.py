@@ -2,7 +2,8 @@
 `harness evaluate`, `harness leaderboard validate` — checked against trec_eval's own
 implementations (pytrec_eval, ir_measures) on rankings made of ties, zero and negative
 scores, scores equal in float32 only, non-candidates and repeats; and the inputs that used to
-crash (empty rankings, no shared query) give zeros."""
+crash give zeros (empty rankings) or one clear error (no query shared with the qrels, unless
+``--complete``)."""
 
 from __future__ import annotations
 
@@ -150,7 +151,8 @@ def test_ties_zeros_and_dropped_ids_agree_everywhere(manager: PluginManager, tmp
     confirmed = check_run_dir(run_dir)
     assert confirmed["pytrec_eval"] == confirmed["ir_measures"] == len(QUERIES) * 11  # all but stark_map@3
 
-    # `harness evaluate` on the run directory's own files gives the row too
+    # `harness evaluate --complete` on the run directory's own files gives the row too (the row
+    # counts query 5, whose ranking is empty and so not in run.trec, as 0: trec_eval -c)
     result = CliRunner().invoke(
         cli,
         [
@@ -161,12 +163,14 @@ def test_ties_zeros_and_dropped_ids_agree_everywhere(manager: PluginManager, tmp
             str(run_dir / "qrels.trec"),
             "--metrics",
             ",".join(METRICS),
+            "--complete",
             "--format",
             "json",
         ],
     )
     assert result.exit_code == 0, result.output
-    evaluated = json.loads(result.output)["metrics"]
+    evaluated = json.loads(result.stdout)["metrics"]
+    assert "1 of the 7 qrels queries are missing from the run (scored 0)" in result.stderr
     for name in METRICS:
         assert evaluated[name] == pytest.approx(outcome.row.metrics[name], abs=1e-12), name
 
@@ -225,17 +229,20 @@ def test_every_ranking_empty_scores_zero(manager: PluginManager, tmp_path: Path)
     assert (outcome.run_dir / "run.trec").read_text() == ""
 
 
-def test_evaluate_with_no_query_in_common_scores_zero(tmp_path: Path) -> None:
+def test_evaluate_with_no_query_in_common_is_refused_unless_complete(tmp_path: Path) -> None:
+    """trec_eval stops ("No queries with both results and relevance info"); with -c it scores 0."""
     (tmp_path / "run.trec").write_text("1 Q0 a 1 2.0 x\n1 Q0 b 2 1.0 x\n")
     (tmp_path / "qrels.trec").write_text("2 0 a 1\n3 0 c 1\n")
-    result = CliRunner().invoke(
-        cli,
-        ["evaluate", "--run", str(tmp_path / "run.trec"), "--qrels", str(tmp_path / "qrels.trec"), "--format", "json"],
-    )
+    args = ["evaluate", "--run", str(tmp_path / "run.trec"), "--qrels", str(tmp_path / "qrels.trec")]
+    args += ["--format", "json"]
+    refused = CliRunner().invoke(cli, args)
+    assert refused.exit_code == 2 and "run.trec answers none of the 2 queries of" in refused.stderr
+    assert "--complete scores each of them 0" in refused.stderr
+    result = CliRunner().invoke(cli, [*args, "--complete"])
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.output)
+    summary = json.loads(result.stdout)
     assert summary["queries_missing_from_run"] == 2 and summary["run_queries_without_qrels"] == 1
-    assert set(summary["metrics"].values()) == {0.0}
+    assert summary["queries"] == 2 and set(summary["metrics"].values()) == {0.0}
 
 
 def test_evaluate_reads_ties_as_trec_eval_does(tmp_path: Path) -> None:
@@ -301,14 +308,17 @@ def test_a_cutoff_deeper_than_a_rerankers_candidates_is_refused(manager: PluginM
     assert spec.metrics == ["hit@1", "hit@5"] and not spec.dropped_metrics
 
 
-def test_evaluate_refuses_ndcg_on_graded_qrels(tmp_path: Path) -> None:
+def test_evaluate_takes_grades_as_ndcg_gains_and_as_relevance_elsewhere(tmp_path: Path) -> None:
+    """Graded qrels: nDCG's gain is the grade (trec_eval's ndcg_cut), the others count grade > 0
+    (more in test_graded_ndcg.py)."""
     (tmp_path / "run.trec").write_text("1 Q0 a 1 2.0 x\n1 Q0 b 2 1.0 x\n")
     (tmp_path / "qrels.trec").write_text("1 0 a 1\n1 0 b 3\n")
     args = ["evaluate", "--run", str(tmp_path / "run.trec"), "--qrels", str(tmp_path / "qrels.trec")]
-    refused = CliRunner().invoke(cli, [*args, "--metrics", "ndcg@10"])
-    assert refused.exit_code != 0 and "grades above 1 (3)" in refused.output
-    fine = CliRunner().invoke(cli, [*args, "--metrics", "hit@1,mrr", "--format", "json"])
-    assert fine.exit_code == 0 and json.loads(fine.output)["metrics"] == {"hit@1": 1.0, "mrr": 1.0}
+    result = CliRunner().invoke(cli, [*args, "--metrics", "ndcg@10,hit@1,mrr,recall@1", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads(result.stdout)["metrics"]
+    assert metrics["ndcg@10"] == pytest.approx((1 + 3 / np.log2(3)) / (3 + 1 / np.log2(3)), abs=1e-12)
+    assert (metrics["hit@1"], metrics["mrr"], metrics["recall@1"]) == (1.0, 1.0, 0.5)
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from harness.cli.common import echo_json, format_option, stdout, table
+from harness.cli.common import console, echo_json, format_option, stdout, table
 from harness.errors import HarnessError
 from harness.plugins.hookspecs import hookimpl
 
@@ -24,31 +24,44 @@ def run_format_option(func: Any) -> Any:
     return click.option("--run-format", type=click.Choice(["trec", "msmarco", "ranx"]), help=_RUN_FORMAT_HELP)(func)
 
 
-def score_runs(run_files: list[str], qrels: str, metrics: str, run_format: str | None) -> tuple[list[str], list[Any]]:
-    """The qrels' query ids (sorted) and, for each run file, every metric's per-query values
-    over them. Every query in the qrels is evaluated; one missing from a run scores 0
-    (trec_eval -c). Also the run's counts of queries missing from it and without qrels."""
-    from harness.metrics import evaluate, parse_metrics
+def score_runs(
+    run_files: list[str], qrels: str, metrics: str, run_format: str | None, complete: bool = True
+) -> tuple[list[str], list[Any]]:
+    """The query ids scored (sorted) and, for each run file, every metric's per-query values
+    over them, with the counts of the qrels' queries missing from the run and of the run's
+    queries without qrels.
+
+    ``complete``: every query of the qrels is scored, one missing from a run scoring 0
+    (``trec_eval -c``); else only the queries the run answers (trec_eval's default; one run).
+    On graded qrels (a grade above 1) nDCG takes the grades as gains, as trec_eval's does;
+    every other metric reads a grade > 0 as relevant."""
+    from harness.metrics import Grades, evaluate, parse_metrics, uses_grades
     from harness.plugins import get_plugin_manager
     from harness.run.scoring import hit_matrix
     from harness.trec import read_any_run, read_grades
 
+    if not complete and len(run_files) != 1:
+        raise ValueError("only one run is scored over the queries it answers: the runs' queries differ")
     metric_objs = parse_metrics(metrics, get_plugin_manager().components.by_kind["metric"])
     runs = [read_any_run(run_file, run_format) for run_file in run_files]  # type: ignore[arg-type]
     grades = read_grades(qrels)
-    graded = sorted({g for docs in grades.values() for g in docs.values() if g > 1})
-    if graded and any(m.family == "ndcg" for m in metric_objs):
-        # trec_eval's nDCG uses the grades as gains; the harness's relevance is binary
-        raise HarnessError(
-            f"{qrels}: relevance grades above 1 ({', '.join(f'{g:g}' for g in graded[:5])}): nDCG here has binary "
-            "gains and would differ from trec_eval's; map the grades to 0/1 or leave nDCG out"
-        )
+    graded = any(g > 1 for docs in grades.values() for g in docs.values()) and any(map(uses_grades, metric_objs))
+    if graded:
+        _check_integer_grades(qrels, grades)
     judgements = {qid: {doc for doc, grade in docs.items() if grade > 0} for qid, docs in grades.items()}
-    qids = sorted(judgements)
-    if not qids:
+    if not judgements:
         raise HarnessError(f"{qrels}: no judgements")
     scored = []
-    for rankings in runs:
+    for run_file, rankings in zip(run_files, runs, strict=True):
+        missing = sum(1 for q in judgements if q not in rankings)
+        extra = sum(1 for q in rankings if q not in judgements)
+        # a query is answered when the run names it: a TREC line, or a ranx entry (even empty)
+        qids = sorted(judgements) if complete else sorted(q for q in judgements if q in rankings)
+        if not qids:
+            raise HarnessError(
+                f"{run_file} answers none of the {len(judgements)} queries of {qrels} (its query ids are not "
+                "the qrels'); --complete scores each of them 0, as trec_eval -c"
+            )
         vocabulary: dict[str, int] = {}
 
         def encode(docs: Any, vocabulary: dict[str, int] = vocabulary) -> list[int]:
@@ -57,10 +70,23 @@ def score_runs(run_files: list[str], qrels: str, metrics: str, run_format: str |
         hits, n_relevant = hit_matrix(
             [encode(rankings.get(q, [])) for q in qids], [encode(judgements[q]) for q in qids]
         )
-        missing = sum(1 for q in qids if q not in rankings)
-        extra = sum(1 for q in rankings if q not in judgements)
-        scored.append((evaluate(metric_objs, hits, n_relevant), missing, extra))
+        gains = None
+        if graded:  # the grade at each rank (0: not judged), and every judged grade
+            ranked = [[grades[q].get(doc, 0.0) for doc in rankings.get(q, [])] for q in qids]
+            gains = Grades(ranked, [list(grades[q].values()) for q in qids])
+        scored.append((evaluate(metric_objs, hits, n_relevant, gains), missing, extra))
     return qids, scored
+
+
+def _check_integer_grades(qrels: str, grades: dict[str, dict[str, float]]) -> None:
+    """trec_eval reads grades as integers (``atol``): a fractional gain would be another nDCG."""
+    for qid, docs in grades.items():
+        for doc, grade in docs.items():
+            if grade != int(grade):
+                raise HarnessError(
+                    f"{qrels}: query {qid}, document {doc}: relevance {grade:g} is not an integer; graded nDCG "
+                    "takes the grades as gains, as trec_eval reads them (integers)"
+                )
 
 
 @click.command(name="evaluate")
@@ -74,36 +100,62 @@ def score_runs(run_files: list[str], qrels: str, metrics: str, run_format: str |
 @click.option("--qrels", required=True, type=click.Path(exists=True, dir_okay=False), help="TREC qrels file")
 @run_format_option
 @click.option("--metrics", "-m", default="hit@1,hit@5,recall@20,mrr,map@100,ndcg@10", show_default=True)
+@click.option(
+    "--complete",
+    "-c",
+    is_flag=True,
+    help="average over every query of the qrels, one the run does not answer scoring 0 (trec_eval -c); "
+    "default: over the queries the run answers, as trec_eval",
+)
 @click.option("--per-query", is_flag=True, help="also print every query's values")
 @format_option()
-def evaluate_cmd(run_file: str, qrels: str, run_format: str | None, metrics: str, per_query: bool, fmt: str) -> None:
+def evaluate_cmd(
+    run_file: str, qrels: str, run_format: str | None, metrics: str, complete: bool, per_query: bool, fmt: str
+) -> None:
     """Score a run (TREC, MS MARCO or ranx JSON) against TREC qrels with the harness's metric
     definitions.
 
     A TREC or ranx run is read as trec_eval reads it (by score, ties by document id
     descending); an MS MARCO run by its rank column. Metrics that share a name with a
-    trec_eval measure have its definition. Every query in the qrels is evaluated and a query
-    missing from the run scores 0 (trec_eval -c).
+    trec_eval measure have its definition; on graded qrels nDCG takes the grades as gains
+    (trec_eval's ndcg and ndcg_cut), the others count a grade > 0 as relevant. As trec_eval,
+    the means are over the qrels' queries that the run answers, with a warning when it leaves
+    some out; --complete averages over all of them, a missing query scoring 0 (trec_eval -c).
     """
     from harness.metrics import means
 
-    qids, [(values, missing, extra)] = score_runs([run_file], qrels, metrics, run_format)
+    qids, [(values, missing, extra)] = score_runs([run_file], qrels, metrics, run_format, complete)
+    judged = len(qids) if complete else len(qids) + missing
     summary: dict[str, Any] = {
         "queries": len(qids),
+        "qrels_queries": judged,
         "queries_missing_from_run": missing,
         "run_queries_without_qrels": extra,
+        "complete": complete,
         "metrics": means(values),
     }
     if per_query:
         summary["per_query"] = {q: {m: float(v[i]) for m, v in values.items()} for i, q in enumerate(qids)}
     if fmt == "json":
         echo_json(summary)
-        return
-    names = list(summary["metrics"])
-    cells = [[f"{v:.4f}" for v in summary["metrics"].values()]]
-    stdout.print(table(f"{run_file}: {len(qids)} queries", names, cells, right=set(names)))
-    if summary["queries_missing_from_run"]:
-        stdout.print(f"{summary['queries_missing_from_run']} qrels queries are missing from the run (scored 0)")
+    else:
+        names = list(summary["metrics"])
+        cells = [[f"{v:.4f}" for v in summary["metrics"].values()]]
+        stdout.print(table(f"{run_file}: {len(qids)} queries", names, cells, right=set(names)))
+    if missing and complete:
+        console.print(
+            f"note: {missing} of the {judged} qrels queries are missing from the run (scored 0)",
+            highlight=False,
+            soft_wrap=True,
+        )
+    elif missing:  # a sampled run against the whole split's qrels, or the wrong qrels: said, never silent
+        console.print(
+            f"[yellow]warning:[/yellow] the run answers {len(qids)} of the {judged} qrels queries: the means are "
+            f"over those {len(qids)}, as trec_eval's; --complete averages over all {judged}, the {missing} "
+            "missing scoring 0 (trec_eval -c)",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @click.command()

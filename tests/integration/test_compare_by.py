@@ -52,7 +52,12 @@ def test_compare_by_hops_tests_each_group_on_its_own_queries() -> None:
 
 
 def test_compare_by_groups_a_sampled_run_by_its_own_sample(tmp_path: Path) -> None:
-    sampled = _published("spaghetti")  # a seeded 25% of the test queries
+    from harness.api import evaluate
+
+    # a seeded 25% of the test queries
+    sampled = evaluate(
+        "bm25", "debian", "test", sample=0.25, seed=0, output_dir=tmp_path / "runs", device="cpu"
+    ).run_dir
     hops = {row["id"]: row["hops"] for row in map(json.loads, REQUIREMENTS.read_text().splitlines())}
     assert query_groups(sampled, "hops") == {q: str(hops[q]) for q in _values(sampled)}
     run = tmp_path / "run"

@@ -25,16 +25,24 @@ from harness_bm25.saved import SavedIndex
 
 __all__ = ["BM25Retriever"]
 
+#: What the cached index depends on of this code; ``BM25Retriever.version`` also counts search
+#: changes (version 5 changed only the selection: the indexes of version 4 stay valid).
+INDEX_VERSION = "4"
+
 
 class BM25Retriever(harness.Retriever):
     """Lucene-style BM25 over the SKB's candidate documents.
 
-    Every ranking is the top k by (-score, index position): ties, zero-score fill
-    included, are in index order (ascending candidate id), so results are deterministic.
+    With ``zero_scores: drop`` (the default) every ranking is the top k by (-score, index
+    position): ties are in index order (ascending candidate id), as Lucene breaks them. With
+    ``keep`` the top k is bm25s's own selection (``bm25s.selection.topk``, what
+    ``BM25.retrieve`` and so stark_qa's BM25 return), zero-score fill and ties included.
     """
 
     name = "bm25"
-    version = "4"  # 4: zero_scores; ties at the k-th rank broken by index position
+    # 4: zero_scores; ties at the k-th rank broken by index position. 5 (zero_scores 'keep' only,
+    # set per instance below): bm25s's own top k, its fill and tie order; 'drop' is unchanged
+    version = "4"
     batch_size = 16
 
     class Options(harness.Options):
@@ -65,7 +73,8 @@ class BM25Retriever(harness.Retriever):
         zero_scores: Literal["drop", "keep"] = Field(
             "drop",
             description="'drop': only documents scoring above 0 (as Lucene returns only documents matching "
-            "a query term); 'keep': fill the top k with documents scoring 0, as bm25s's top-k does",
+            "a query term); 'keep': bm25s's own top k, filled with documents scoring 0 in its order (as "
+            "stark_qa's BM25 returns them)",
         )
 
         @model_validator(mode="after")
@@ -87,6 +96,8 @@ class BM25Retriever(harness.Retriever):
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
+        if self.options.zero_scores == "keep":
+            self.version = "5"  # type: ignore[misc]  # the rows of 'drop' stay current
         self._analyzer: LuceneEnglishAnalyzer | None = None
         self._index: Any = None
         self._stemmer_instance: Any = None
@@ -129,7 +140,7 @@ class BM25Retriever(harness.Retriever):
             {
                 "documents": harness.documents_identity(skb, p["with_relations"], compact=False),
                 "params": p,
-                "version": self.version,
+                "version": INDEX_VERSION,
                 "bm25s": importlib.metadata.version("bm25s"),
                 "analyzer": (
                     # regex: the Unicode tables non-ASCII word boundaries come from
@@ -197,8 +208,8 @@ class BM25Retriever(harness.Retriever):
         depth = min(k, len(self._ids))
         rankings = []
         for query_tokens in tokens:
-            # The scores bm25s's retrieve() ranks (unknown terms left out; none: all 0), but
-            # selected here: its top-k breaks ties at the k-th rank arbitrarily.
+            # The scores bm25s's retrieve() ranks (unknown terms left out; none: all 0); 'drop'
+            # selects them here (bm25s breaks ties at the k-th rank arbitrarily), 'keep' as bm25s.
             ids = self._index.get_tokens_ids(query_tokens)
             if ids:
                 scores = self._index.get_scores_from_ids(ids)
@@ -206,12 +217,12 @@ class BM25Retriever(harness.Retriever):
                     raise harness.HarnessError(f"bm25: the index scores query {query_tokens!r} with NaN or inf")
             else:
                 scores = np.zeros(len(self._ids), dtype=self._index.dtype)
-            positions = _top_k(scores, depth)
-            row_scores = scores[positions]
-            if self.options.zero_scores == "drop":
-                keep = row_scores > 0  # Lucene returns only documents that match a query term
-                positions, row_scores = positions[keep], row_scores[keep]
-            rankings.append(harness.Ranking(self._ids[positions], row_scores))
+            if self.options.zero_scores == "keep":
+                positions = _bm25s_top_k(scores, depth)
+            else:
+                positions = _top_k(scores, depth)
+                positions = positions[scores[positions] > 0]  # Lucene returns only documents matching a term
+            rankings.append(harness.Ranking(self._ids[positions], scores[positions]))
         return rankings
 
 
@@ -229,6 +240,19 @@ def _versions(packages: tuple[str, ...]) -> dict[str, str | None]:
         except importlib.metadata.PackageNotFoundError:
             found[package] = None
     return found
+
+
+def _bm25s_top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Positions of bm25s's top ``k``, best first, as ``BM25.retrieve`` selects them with its
+    defaults (backend "auto": jax's top_k where jax is installed, else numpy's argpartition and
+    argsort). Which documents fill the places below the matches, and the order of ties, are
+    bm25s's (neither index order nor stable): taken from bm25s, not imitated."""
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    from bm25s.selection import topk  # imports bm25s (and scipy): only for zero_scores 'keep'
+
+    _, positions = topk(scores, k, backend="auto", sorted=True)
+    return np.asarray(positions, dtype=np.int64)
 
 
 def _top_k(scores: np.ndarray, k: int) -> np.ndarray:

@@ -3,13 +3,15 @@
 ``stark_qa.models.BM25`` (bm25s with its defaults, English stopwords included) is built on
 official-format SKBs: the three tiny ones of ``harness_stark.testing`` and a MAG-like one with a few
 hundred papers of English text (stopwords, unicode, repeated words, exact and near-duplicate
-papers that tie). For every query its top 100 must equal the harness's: the same scores, the
-same matching documents in the same order wherever scores differ, and as many zero-score
-documents. The official Evaluator's metrics on its predictions must equal the harness's on
-its rankings wherever the two are defined to agree.
+papers that tie), with two query sets: mixed queries, and queries matching fewer than 100 papers
+(or none) whose answers are drawn at random, so that many lie in the zero-score fill. For every
+query the harness's top 100 must be the official one exactly: the same ids in the same order,
+the zero-score fill and ties across rank 100 included (both are bm25s's own selection), with
+the same scores. The official Evaluator's metrics on its predictions must equal the harness's on
+its rankings wherever the two are defined to agree (see ``eligible``).
 
 ``python tests/test_bm25_official.py`` prints how far a configuration is from the official
-model on the MAG-like fixture (the preset and the configuration it replaced).
+model on the MAG-like fixture (the preset and the configurations it replaced).
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ SENTENCES = (
     "These {a} are then compared with their {b} by the method of {c}.",
     "The {a} of {a} is {adj}; that of {b} is not.",
 )
+STOPWORD_QUERIES = ("the of and", "is it not", "to be or not to be", "a the", "on the", "in a", "that is it")
 ADJECTIVES = "simple scalable novel efficient robust principled unified sparse".split()
 VENUES = ("Nature", "Science", "NeurIPS", "Physical Review Letters", "Zeitschrift für Physik", "-1")
 
@@ -168,7 +171,6 @@ def write_mag_like(root: Path, papers: int = 320, queries: int = 200, seed: int 
         "{a} {a} {b}",
         "results of a study on {c} with {d}",
     )
-    stopword_only = ("the of and", "is it not", "to be or not to be", "a the", "on the", "in a", "that is it")
     unknown = ("zzyzx quuxification", "Ωmega flibbertigibbet", "", "?!", "42")
     out: list[Query] = []
     for q in range(queries):
@@ -177,7 +179,7 @@ def write_mag_like(root: Path, papers: int = 320, queries: int = 200, seed: int 
         answers += rng.sample(paper_ids, rng.randint(0, 2))  # answers BM25 may not find
         kind = q % 10
         if kind == 0:
-            text = stopword_only[q // 10 % len(stopword_only)]
+            text = STOPWORD_QUERIES[q // 10 % len(STOPWORD_QUERIES)]
         elif kind == 1:
             text = unknown[q // 10 % len(unknown)]
         elif kind == 2:
@@ -204,6 +206,30 @@ TINY_QUERIES = {
     "mag": ["machine intelligence", "computable numbers of the engines", "the", "Morphogenesis 1952", "zzz"],
     "amazon": ["red trail running shoe", "camping stove butane", "it is a", "water bottle for camping"],
 }
+
+
+def fill_queries(paper_ids: list[int], count: int = 160, seed: int = 23) -> list[Query]:
+    """Queries that match fewer than 100 papers (field words of one to three fields, rare words,
+    unicode words, stopwords only: none), each with one to three answers drawn at random: many
+    of them are in the zero-score fill, where bm25s's selection decides whether they are found."""
+    rng = random.Random(seed)
+    unicode_words = ("Schrödinger", "深度学习", "Ångström", "naïve", "Möbius", "Erdős", "α-helix", "Pólya")
+    out = []
+    for q in range(count):
+        kind = q % 6
+        if kind == 0:
+            text = STOPWORD_QUERIES[q // 6 % len(STOPWORD_QUERIES)]
+        elif kind == 1:
+            text = rng.choice(RARE) + " " + rng.choice(("method", "for the", "of a"))
+        elif kind == 2:
+            text = rng.choice(unicode_words) + " " + rng.choice(("is it", "and the", rng.choice(RARE)))
+        else:  # words of one, two or three fields
+            fields = rng.sample(sorted(FIELDS), kind - 2)
+            text = " ".join(rng.choice(FIELDS[f].split()) for f in fields)
+        answers = rng.sample(paper_ids, rng.randint(1, 3))
+        out.append(Query(id=q, text=text, answer_ids=tuple(sorted(answers))))
+    return out
+
 
 # -- running both --------------------------------------------------------------------------------
 
@@ -287,11 +313,17 @@ def comparisons(tmp_path_factory: pytest.TempPathFactory, session_cache: Path) -
         official_skb = classes["mag"](root=str(big.root / "skb" / "mag"), download_processed=False)
         skb = StarkMag(data_dir=str(big.root)).load_skb()
         out.append(run_both("mag-like", official_skb, skb, big.queries, params, session_cache))
+        fill = fill_queries(skb.candidate_ids.tolist())
+        out.append(run_both("mag-like-fill", official_skb, skb, fill, params, session_cache))
         yield out
 
 
+def named(comparisons: list[Comparison], name: str) -> Comparison:
+    return next(c for c in comparisons if c.name == name)
+
+
 def mag_like(comparisons: list[Comparison]) -> Comparison:
-    return next(c for c in comparisons if c.name == "mag-like")
+    return named(comparisons, "mag-like")
 
 
 # -- the rankings --------------------------------------------------------------------------------
@@ -302,37 +334,21 @@ def _position(candidate_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 
 def check_query(c: Comparison, i: int) -> None:
-    """Our ranking of query ``i`` against the official top-k, as far as bm25s defines it."""
+    """Our ranking of query ``i`` is the official top k: ids in order, scores, fill included."""
     official, ours, full = c.official[i], c.ours[i], c.full_scores[i]
     where = f"{c.name} query {c.queries[i].id} {c.queries[i].text!r}"
-    assert len(ours.ids) == len(official.ids), where
-    np.testing.assert_allclose(ours.scores, official.scores, rtol=1e-5, err_msg=where)  # both best first
+    assert ours.ids.tolist() == official.ids.tolist(), where
+    assert ours.scores.tolist() == official.scores.tolist(), where  # both float32's values
     # and each document's score is the one the official index gives it
-    np.testing.assert_allclose(ours.scores, full[_position(c.candidate_ids, ours.ids)], rtol=1e-5, err_msg=where)
-    assert (np.diff(ours.scores) <= 0).all(), where
-    last = official.scores[-1]
-    if last > 0 and (full == last).sum() > (official.scores == last).sum():
-        # A positive tie crosses rank k: bm25s keeps an arbitrary part of it, we the first
-        # documents in index order.
-        above = official.scores > last
-        assert set(ours.ids[ours.scores > last]) == set(official.ids[above]), where
-        tied = np.sort(np.flatnonzero(full == last))[: (~above).sum()]
-        assert ours.ids[ours.scores == last].tolist() == c.candidate_ids[tied].tolist(), where
-    else:
-        assert set(ours.ids[ours.scores > 0]) == set(official.ids[official.scores > 0]), where
-    # Where a score is no other candidate's the order is the official one; ties are in index order.
-    distinct = np.array([(full == s).sum() == 1 for s in official.scores])
-    assert ours.ids[distinct].tolist() == official.ids[distinct].tolist(), where
-    for score in np.unique(ours.scores):
-        group = _position(c.candidate_ids, ours.ids[ours.scores == score])
-        assert (np.diff(group) > 0).all(), where
-    # The zero-score fill: as many as bm25s's (which ones bm25s picks is arbitrary), ours the
-    # lowest positions among the documents that do not match.
-    zeros = ours.scores == 0
-    assert zeros.sum() == (official.scores == 0).sum(), where
-    if zeros.any():
-        unmatched = np.flatnonzero(full == 0)
-        assert ours.ids[zeros].tolist() == c.candidate_ids[unmatched[: zeros.sum()]].tolist(), where
+    assert ours.scores.tolist() == full[_position(c.candidate_ids, ours.ids)].tolist(), where
+
+
+def index_order_fill(c: Comparison, i: int) -> np.ndarray:
+    """The ids version 4 returned: the matches, then documents scoring 0 in index order."""
+    official, full = c.official[i], c.full_scores[i]
+    matched = official.ids[official.scores > 0]
+    zeros = c.candidate_ids[np.flatnonzero(full == 0)][: len(official.ids) - len(matched)]
+    return np.concatenate([matched, zeros])
 
 
 def test_the_preset_is_the_official_configuration() -> None:
@@ -348,7 +364,9 @@ def test_every_top_k_equals_the_official_model(comparisons: list[Comparison]) ->
 
 
 def test_fixture_exercises_what_it_should(comparisons: list[Comparison]) -> None:
-    """The MAG-like queries cover zero-fill, stopword-only, unicode and ties at positive scores."""
+    """The MAG-like queries cover zero-fill, stopword-only, unicode and ties at positive scores;
+    the fill set has many queries matching fewer than k papers, whose fill index order would
+    not have given."""
     c = mag_like(comparisons)
     matched = np.array([(full > 0).sum() for full in c.full_scores])
     assert len(c.queries) >= 100
@@ -357,70 +375,86 @@ def test_fixture_exercises_what_it_should(comparisons: list[Comparison]) -> None
     positive_ties = sum(len(np.unique(o.scores[o.scores > 0])) < (o.scores > 0).sum() for o in c.official)
     assert positive_ties >= 10
 
+    fill = named(comparisons, "mag-like-fill")
+    matched = np.array([(full > 0).sum() for full in fill.full_scores])
+    assert (matched == 0).sum() >= 20 and ((matched > 0) & (matched < K)).sum() >= 80, matched.tolist()
+    assert sum(not q.text.isascii() and m > 0 for q, m in zip(fill.queries, matched, strict=True)) >= 10
+    other_fill = sum(index_order_fill(fill, i).tolist() != o.ids.tolist() for i, o in enumerate(fill.official))
+    assert other_fill >= 80, other_fill  # the check above tells bm25s's fill from index order
+
 
 # -- the metrics ---------------------------------------------------------------------------------
 
 
-def _answers_in(side: Side, answers: set[int]) -> np.ndarray:
-    return np.fromiter((int(i) in answers for i in side.ids), dtype=bool, count=len(side.ids))
+def official_view(c: Comparison, i: int) -> np.ndarray:
+    """Every candidate's score as the official Evaluator ranks them: a returned one's score,
+    any other the lowest returned score less 1 (float32, as its torch tensor)."""
+    official = c.official[i]
+    view = np.full(len(c.candidate_ids), np.float32(official.scores.min()) - np.float32(1), dtype=np.float32)
+    view[_position(c.candidate_ids, official.ids)] = official.scores
+    return view
 
 
-def _tie_free(scores: np.ndarray, full: np.ndarray, cut: int) -> bool:
-    """No tie across rank ``cut``: which tied documents bm25s returns is arbitrary (ours are
-    the first in index order), and the official evaluator orders ties by torch sorting."""
-    if cut > len(scores):
-        return True
-    last = scores[cut - 1]
-    return bool((full == last).sum() == (scores[:cut] == last).sum())
+def _decided(ordered: np.ndarray, cut: int) -> bool:
+    """No tie crosses rank ``cut`` of ``ordered`` (scores, descending): the top ``cut`` is the
+    same set whatever order torch gives tied scores."""
+    return cut >= len(ordered) or bool(ordered[cut - 1] > ordered[cut])
 
 
 def eligible(c: Comparison, i: int, metric: str) -> bool:
     """Whether the official evaluator and the harness are defined to agree on ``metric``.
 
-    torchmetrics ≥ 1.7.4 counts an answer scored ≤ 0 as not found in recall, precision, MRR
-    and MAP (it masks ``preds > 0``), but not in hit rate or nDCG; the harness counts every
-    returned entry. So recall and MRR are compared only where every answer in the top k
-    scores above 0; hit and nDCG wherever the order is defined.
+    The Evaluator ranks every candidate (those not returned at the lowest returned score less
+    1) and leaves tied scores in torch's order: a metric is compared where no tie crosses its
+    cut-off. torchmetrics ≥ 1.7.4 counts an answer scored ≤ 0 as not found in recall and MRR
+    (it masks ``preds > 0``), but not in hit rate or nDCG; the harness counts every returned
+    entry. So recall is compared where every answer in the top k scores above 0, MRR where its
+    first answer does (or none is returned and the Evaluator masks every other candidate).
     """
-    official, ours, full = c.official[i], c.ours[i], c.full_scores[i]
-    answers = set(c.queries[i].answer_ids)
+    ours, answers = c.ours[i], set(c.queries[i].answer_ids)
+    ordered = np.sort(official_view(c, i))[::-1]
     family, _, cut = metric.partition("@")
-    found = _answers_in(official, answers)
-    positive = bool((official.scores[found] > 0).all() and (ours.scores[_answers_in(ours, answers)] > 0).all())
+    found = np.fromiter((int(x) in answers for x in ours.ids), dtype=bool, count=len(ours.ids))
     if family == "hit":
-        return _tie_free(official.scores, full, int(cut))
+        return _decided(ordered, int(cut))
     if family == "ndcg":  # the official evaluator averages gains over ties: none in the top k
-        return all((full == score).sum() == 1 for score in official.scores[: int(cut)])
+        return bool(np.all(np.diff(ordered[: int(cut) + 1]) < 0))
     if family == "recall":
-        return positive and _tie_free(official.scores, full, int(cut))
+        top = slice(0, int(cut))
+        return _decided(ordered, int(cut)) and bool((ours.scores[top][found[top]] > 0).all())
     if family == "mrr":
-        # The first answer's rank must be defined (no other document tied with it), and inside
-        # the top k: below it the official evaluator ranks unreturned candidates too (at
-        # min(score) - 1, positive when every returned score is above 1), the harness stops.
-        if not found.any() or not positive:
-            return False
-        tied = np.flatnonzero(full == official.scores[np.argmax(found)])
-        return set(c.candidate_ids[tied].tolist()) <= answers
+        if not found.any():  # 0 in both when the Evaluator masks every candidate not returned
+            return bool(ordered[-1] <= 0)
+        first = int(np.argmax(found))
+        tied = ours.ids[ours.scores == ours.scores[first]]  # all returned: ties reach no further
+        return bool(ours.scores[first] > 0) and set(tied.tolist()) <= answers
     raise AssertionError(metric)
 
 
-METRICS = ("hit@1", "hit@5", "recall@20", "recall@100", "mrr", "ndcg@10")
+METRICS = ("hit@1", "hit@5", "hit@100", "recall@20", "recall@100", "mrr", "ndcg@10")
+
+
+def official_metrics(c: Comparison, i: int) -> dict[str, float]:
+    """The official Evaluator's values for query ``i``'s official prediction."""
+    import torch
+
+    prediction = dict(zip(c.official[i].ids.tolist(), c.official[i].scores.tolist(), strict=True))
+    return c.evaluator(prediction, torch.LongTensor(list(c.queries[i].answer_ids)), list(METRICS))
 
 
 def compare_metrics(c: Comparison) -> dict[str, int]:
-    import torch
-
+    """Assert the harness's per-query values equal the Evaluator's wherever eligible; how many
+    values each metric compared."""
     answers = [list(q.answer_ids) for q in c.queries]
     ours = harness_metrics([o.ids for o in c.ours], answers, METRICS, c.candidate_ids)
     compared = dict.fromkeys(METRICS, 0)
     for i, query in enumerate(c.queries):
         if not query.answer_ids:
             continue
-        prediction = dict(zip(c.official[i].ids.tolist(), c.official[i].scores.tolist(), strict=True))
-        theirs = c.evaluator(prediction, torch.LongTensor(answers[i]), list(METRICS))
+        theirs = official_metrics(c, i)
         for metric in METRICS:
             if eligible(c, i, metric):
-                assert ours[metric][i] == pytest.approx(theirs[metric], abs=1e-6), (metric, query)
+                assert ours[metric][i] == pytest.approx(theirs[metric], abs=1e-6), (c.name, metric, query)
                 compared[metric] += 1
     return compared
 
@@ -430,22 +464,35 @@ def test_metrics_equal_the_official_evaluator(comparisons: list[Comparison]) -> 
     assert all(n >= 15 for n in compared.values()), compared  # the comparison is not vacuous
 
 
+def test_metrics_equal_the_official_evaluator_where_the_fill_decides(comparisons: list[Comparison]) -> None:
+    """On queries matching fewer than k papers the zero-score fill decides hit@100: the
+    harness's values equal the Evaluator's query by query, and index-order fill would not."""
+    c = named(comparisons, "mag-like-fill")
+    compared = compare_metrics(c)
+    assert all(n >= 15 for n in compared.values()), compared
+    answers = [list(q.answer_ids) for q in c.queries]
+    ours = harness_metrics([o.ids for o in c.ours], answers, ["hit@100"], c.candidate_ids)["hit@100"]
+    before = harness_metrics([index_order_fill(c, i) for i in range(len(c.queries))], answers, ["hit@100"])
+    decided_by_fill, differs = 0, 0
+    for i, (query, official) in enumerate(zip(c.queries, c.official, strict=True)):
+        found = [int(x) in query.answer_ids for x in official.ids]
+        if any(found) and (official.scores[found] == 0).all():
+            decided_by_fill += 1  # found, in the fill only
+        theirs = official_metrics(c, i)["hit@100"]
+        assert ours[i] == theirs, query  # hit@100 is decided here: the Evaluator's top 100 is the returned set
+        differs += before["hit@100"][i] != theirs
+    assert decided_by_fill >= 20 and differs >= 10, (decided_by_fill, differs)
+
+
 # -- how far a configuration is from the official model ------------------------------------------
 
 
 def agreement(c: Comparison, rankings: list[Ranking], depth: int = 20) -> float:
-    """Fraction of queries whose top ``depth`` is the official one: the same matching documents
-    in the same order (official ties taken in index order), then as many zero-score ones."""
-    same = 0
-    for official, ranking in zip(c.official, rankings, strict=True):
-        order = np.lexsort((_position(c.candidate_ids, official.ids), -official.scores))
-        ids, scores = official.ids[order][:depth], official.scores[order][:depth]
-        ours_ids, ours_scores = ranking.ids[:depth], ranking.scores[:depth]
-        same += (
-            len(ours_ids) == len(ids)
-            and ours_ids[ours_scores > 0].tolist() == ids[scores > 0].tolist()
-            and (ours_scores > 0).sum() == (scores > 0).sum()
-        )
+    """Fraction of queries whose top ``depth`` is the official one: the same ids in the same order."""
+    same = sum(
+        ranking.ids[:depth].tolist() == official.ids[:depth].tolist()
+        for official, ranking in zip(c.official, rankings, strict=True)
+    )
     return same / len(rankings)
 
 

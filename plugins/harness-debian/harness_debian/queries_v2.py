@@ -451,6 +451,12 @@ def run(root: Path, split_ids: Any, check: bool, review_id: int | None, stats: b
                 f"{root / 'qa'} is out of date (queries {bad[:10]}); run python -m harness_debian.queries "
                 f"--version 2 --data {root}"
             )
+        # the data card's "Train split" section is what the shipped train split gives
+        from harness_debian.train_card import problems as card_problems
+
+        card = card_problems(root)
+        if card:
+            raise HarnessError("; ".join(card))
         message = f"{len(compiled)} v2 queries up to date"
     else:
         write_qa(root, compiled, split_ids)

@@ -6,8 +6,10 @@ This module merges runs into ``data/v2/train/``::
 
     python -m harness_debian.train_split RUN_DIR [RUN_DIR ...] [--out DIR]
 
-and :func:`train_queries` reads them back for ``qa/`` (``queries_v2.extra_splits``). Every
-record goes through the same gate, whatever the run's options were:
+(after a merge into the shipped ``data/v2/train``, ``python -m harness_debian.train_card``
+re-renders the data card's "Train split" section) and :func:`train_queries` reads them back for
+``qa/`` (``queries_v2.extra_splits``). Every record goes through the same gate, whatever the
+run's options were:
 
 * **properties**: kept only if usable (not one naming the node, "package: …", "homepage: …")
   and literally in the gold's document (``harness_synthesis.requests.property_holds``: a
@@ -323,6 +325,9 @@ def main(argv: list[str] | None = None) -> None:
     queries, provenance, stats = merge(args.runs, skb, evaluation)
     write(args.out, queries, provenance, stats)
     print(json.dumps({k: v for k, v in stats.items() if k not in ("runs", "statistics")}, indent=2))
+    if args.out.resolve() == (root / "train").resolve():  # the shipped split: its data card follows
+        # (the card module reads this one's statistics: run as its own command, no import cycle)
+        print(f"now rewrite its data card: python -m harness_debian.train_card ({root / 'README.md'})")
 
 
 if __name__ == "__main__":
