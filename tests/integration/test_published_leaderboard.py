@@ -42,9 +42,10 @@ def test_markdown_tables_per_dataset_and_split(tmp_path: Path) -> None:
     best = max(test_rows, key=lambda r: r.metrics["hit@1"])
     assert f"{100 * best.metrics['mrr']:.2f}" in lines[0]
     # LLM-at-query-time and sampled rows are marked; their LLM and cost are shown
-    llm_line = next(line for line in lines if line.startswith("| bm25-smollm2-rerank"))
-    assert "†‡" in llm_line and "(10%)" in llm_line and "openai:smollm2" in llm_line and "$0.00" in llm_line
-    assert "† evaluated on a seeded random sample" in table
+    # (the marks themselves are tested on rows of every kind in tests/test_publish.py)
+    for row in test_rows:
+        line = next(line for line in lines if line.startswith(f"| {display_name(row).split(' ')[0]}"))
+        assert ("‡" in line) == (row.regime == "llm-at-query-time") and ("†" in line) == bool(row.sample)
     # each row's p-value against the best row is what `harness compare` says for the pair
     column = 2 + len(METRICS) + 1
     assert lines[0].split("|")[column].strip() == "best"
@@ -158,8 +159,10 @@ def test_site_in_headless_chromium(tmp_path: Path) -> None:
 
         # sampled and LLM rows are marked in the table and the plot
         marked = page.locator('table.board[data-split="test"] tr.llm.sample')
-        assert marked.count() == sum(1 for r in test_rows if r.sample and r.regime == "llm-at-query-time") > 0
-        assert "10% sample" in marked.first.inner_text() and "LLM" in marked.first.inner_text()
+        # (the committed board holds none since the SmolLM2 rows were withdrawn; tests/test_publish.py has them)
+        assert marked.count() == sum(1 for r in test_rows if r.sample and r.regime == "llm-at-query-time")
+        if marked.count():
+            assert "% sample" in marked.first.inner_text() and "LLM" in marked.first.inner_text()
         assert plot.locator("circle.point.llm.sample").count() == marked.count()
 
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
