@@ -226,7 +226,8 @@ def test_the_console_script_lists_every_command() -> None:
     assert "--plugins-dir" in result.stdout
     result = subprocess.run([harness, "leaderboard", "--help"], capture_output=True, text=True, check=True)
     listed = {line.split()[0] for line in result.stdout.split("Commands:")[1].splitlines() if line.strip()}
-    assert listed == {"show", "schema", "validate", "merge", "withdraw", "migrate", "publish", "reproduce", "regenerate"}
+    commands = {"show", "schema", "validate", "merge", "withdraw", "migrate", "publish", "reproduce", "regenerate"}
+    assert listed == commands
     result = subprocess.run([harness, "nope"], capture_output=True, text=True)
     assert result.returncode == 2 and "No such command 'nope'" in result.stderr
 
