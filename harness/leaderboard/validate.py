@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from harness.errors import HarnessError, require
 from harness.io import stable_hash
 from harness.leaderboard.bundles import RunEntry, run_files
-from harness.leaderboard.evidence import check_seeded, health_problems, stale_reasons
+from harness.leaderboard.evidence import after_metrics, check_seeded
 from harness.leaderboard.rows import LeaderboardRow, json_schema, schema_problem
 from harness.metrics import METRICS_VERSION, evaluate, means, parse_metrics
 from harness.plugins import get_plugin_manager
@@ -179,7 +179,7 @@ def _validate_entry(entry: RunEntry, checker: Any, datasets: _Datasets) -> Valid
         return result
     if row.seeds is not None:  # each seed's run is checked like a row; the row from them
         result.checks += check_seeded(
-            row, entry.directory, lambda e: _validate_entry(e, checker, datasets), result.problems
+            row, entry.directory, lambda e: _validate_entry(e, checker, datasets), result.problems, result.stale
         )
         return result
     files = run_files(entry.directory)
@@ -389,9 +389,7 @@ def _recompute(
             result.problems.append(f"{name}: the row says {row.metrics[name]:.6f}, recomputed {value:.6f}")
     if result.ok:
         result.checks.append(f"metrics recomputed from {len(qids)} rankings")
-        result.problems += health_problems(row, records, ranked, [q.answer_ids for q in queries], candidate_mask(skb))
-        result.checks += ["health recomputed from the per-query details"] if result.ok else []
-        result.stale = stale_reasons(row, config, skb)  # the code here no longer makes this configuration
+        after_metrics(row, config, records, ranked, queries, skb, run_path.parent, result)
 
 
 def summarize_failures(results: Iterable[Validation]) -> str:

@@ -59,7 +59,8 @@ class Builder:
                 # the retrievers it uses (hard negatives, candidates) are part of what it learns from
                 {
                     "self": training_configuration(c.instance, c.info.configuration()),
-                    "uses": [u.info.configuration() for u in spec.uses if u is not c],
+                    # (a trained one with its own training identity: the base weights it trained from)
+                    "uses": [_learned_from(u) for u in spec.uses if u is not c],
                 },
                 skb,
                 splits,
@@ -195,3 +196,12 @@ def run_devices(executor: Executor, device: str, devices: Sequence[str]) -> tupl
     if device not in ("auto", kind):
         raise HarnessError(f"--device {device} and --devices {','.join(devices)} disagree")
     return resolve_device(kind), tuple(devices)
+
+
+def _learned_from(component: Component) -> dict[str, Any]:
+    """What a trained retriever learns from a retriever it uses: its configuration, and for a
+    trained one its training identity too (its data and seed are the run's, already keyed)."""
+    configuration = component.info.configuration()
+    if component.instance.regime == "trained":
+        configuration["training_identity"] = component.instance.training_identity()
+    return configuration

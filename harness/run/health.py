@@ -4,9 +4,10 @@ A retriever states, through :meth:`Retriever.health`, the per-query counters tha
 distinguishing component at work (a structured query executed, a verdict other than "no", a
 query augmented) and, through :meth:`Retriever.health_checks`, which of them must not stay (near)
 zero. A :class:`harness.Reranker` also records its first stage's ids, so that a reranking that
-lowers its own first stage's MRR is said too. The runner sums them into ``row.health``;
-``harness leaderboard validate`` recomputes them from ``per_query.jsonl`` with this module, so
-a row can neither hide a flag nor claim counters its details do not show.
+lowers its own first stage's MRR (significantly, by a paired test) is said too. The runner
+sums them into ``row.health``; ``harness leaderboard validate`` recomputes them from
+``per_query.jsonl`` with this module, so a row can neither hide a flag nor claim counters its
+details do not show.
 """
 
 from __future__ import annotations
@@ -17,14 +18,17 @@ from typing import Any
 import numpy as np
 
 from harness.errors import HarnessError
-from harness.retriever import FIRST_STAGE, Retriever
+from harness.retriever import FIRST_STAGE, Reranker, Retriever
 from harness.run.record import Health, HealthFlag
 from harness.run.scoring import hit_matrix
 
 
 def per_query(retriever: type[Retriever], details: Mapping[str, Any] | None) -> dict[str, float]:
     """One query's counters, checked: names to finite numbers."""
-    counters = retriever.health(dict(details) if details is not None else None)
+    try:
+        counters = retriever.health(dict(details) if details is not None else None)
+    except Exception as exc:  # a plugin's bug: one clear error, not a traceback after the whole search
+        raise HarnessError(f"retriever {retriever.name!r}: health() failed: {type(exc).__name__}: {exc}") from exc
     if not isinstance(counters, dict):
         raise HarnessError(f"retriever {retriever.name!r}: health() must return a dict, got {type(counters).__name__}")
     for key, value in counters.items():
@@ -52,7 +56,13 @@ def summarize(
             counters[key] = counters.get(key, 0) + value
     counters = {key: counters[key] for key in sorted(counters)}
     flags: list[HealthFlag] = []
-    for check in retriever.health_checks(params):
+    try:
+        checks = retriever.health_checks(params)
+    except Exception as exc:
+        raise HarnessError(
+            f"retriever {retriever.name!r}: health_checks() failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    for check in checks:
         count = counters.get(check.counter, 0)
         denominator = counters.get(check.per, 0) if check.per else len(details)
         of = check.per or "queries"
@@ -70,13 +80,23 @@ def summarize(
                 )
             )
     first_stage = _first_stage(details, rankings, answers, is_candidate)
-    if first_stage is not None and first_stage["mrr"] > first_stage["reranked_mrr"] + 1e-12:
+    if issubclass(retriever, Reranker):
+        missing = sum(d is None or FIRST_STAGE not in d for d in details)
+        if missing:  # a reranker that does not say what it reranked cannot show that it helped
+            flags.append(
+                HealthFlag(
+                    component="reranking",
+                    reason=f"its first stage's ids are not in the details of {missing} of {len(details)} queries: "
+                    "whether reranking helped cannot be said",
+                )
+            )
+    if first_stage is not None and first_stage["mrr"] > first_stage["reranked_mrr"] and first_stage["p"] < ALPHA:
         flags.append(
             HealthFlag(
                 component="reranking",
                 reason=f"reranking lowered MRR from {100 * first_stage['mrr']:.2f} to "
-                f"{100 * first_stage['reranked_mrr']:.2f} on the same {int(first_stage['queries'])} queries: "
-                "below its own first stage",
+                f"{100 * first_stage['reranked_mrr']:.2f} on the same {int(first_stage['queries'])} queries "
+                f"(paired randomization p {first_stage['p']:.3f}): below its own first stage",
             )
         )
     return Health(counters=counters, queries=len(details), first_stage=first_stage, flags=flags)
@@ -97,18 +117,46 @@ def _first_stage(
     rows = [i for i, d in enumerate(details) if d is not None and FIRST_STAGE in d]
     if not rows:
         return None
-    first = [np.asarray(details[i][FIRST_STAGE], dtype=np.int64) for i in rows]  # type: ignore[index]
-    reranked = [np.asarray(rankings[i], dtype=np.int64)[: len(f)] for i, f in zip(rows, first, strict=True)]
+    try:
+        listed = [np.asarray(details[i][FIRST_STAGE], dtype=np.int64).reshape(-1) for i in rows]  # type: ignore[index]
+    except (TypeError, ValueError) as exc:
+        raise HarnessError(f"details[{FIRST_STAGE!r}] must list the first stage's node ids ({exc})") from None
+    # both cut at the depth both reach: a reranking shorter than its candidates (k below them)
+    # is compared with the first stage's same top, not with candidates it could not return
+    depth = [min(len(f), len(rankings[i])) for i, f in zip(rows, listed, strict=True)]
+    first = [f[:d] for f, d in zip(listed, depth, strict=True)]
+    reranked = [np.asarray(rankings[i], dtype=np.int64)[:d] for i, d in zip(rows, depth, strict=True)]
     gold = [answers[i] for i in rows]
-    before = _ranks(first, gold, is_candidate)
-    after = _ranks(reranked, gold, is_candidate)
+    before = _reciprocal(_ranks(first, gold, is_candidate))
+    after = _reciprocal(_ranks(reranked, gold, is_candidate))
     return {
         "queries": float(len(rows)),
         "hit@1": float((before == 1).mean()),
-        "mrr": float(np.where(before > 0, 1.0 / np.maximum(before, 1), 0.0).mean()),
+        "mrr": float(before.mean()),
         "reranked_hit@1": float((after == 1).mean()),
-        "reranked_mrr": float(np.where(after > 0, 1.0 / np.maximum(after, 1), 0.0).mean()),
+        "reranked_mrr": float(after.mean()),
+        "p": _paired_p(after - before),
     }
+
+
+#: a reranking is flagged below its first stage only when the paired test says so (not noise)
+ALPHA = 0.05
+_RESAMPLES = 10_000
+
+
+def _reciprocal(ranks: np.ndarray) -> np.ndarray:
+    return np.where(ranks > 0, 1.0 / np.maximum(ranks, 1), 0.0)
+
+
+def _paired_p(differences: np.ndarray) -> float:
+    """Two-sided paired randomization (sign-flip) test of the mean difference, seeded: the same
+    p for the runner and for validation."""
+    if not len(differences) or not np.any(differences):
+        return 1.0
+    signs = np.random.default_rng(0).choice((-1.0, 1.0), size=(_RESAMPLES, len(differences)))
+    observed = abs(differences.mean())
+    extreme = np.abs((signs * differences).mean(axis=1)) >= observed - 1e-12
+    return float((extreme.sum() + 1) / (_RESAMPLES + 1))
 
 
 def _ranks(

@@ -22,7 +22,7 @@ import numpy as np
 
 from harness.errors import HarnessError
 from harness.io import atomic_write, replace_dir, stable_hash, write_json
-from harness.run.outcome import RunOutcome
+from harness.run.outcome import CheckResult, RunOutcome
 from harness.run.record import Health, HealthFlag, Latency, LeaderboardRow, MetricSpread, Seeds
 from harness.run.resolve import RunSpec
 from harness.run.runner import Runner
@@ -87,7 +87,16 @@ def combine_rows(
             for key, value in row.health.counters.items():
                 counters[key] = counters.get(key, 0) + value
             flags += [HealthFlag(component=f.component, reason=f"seed {seed}: {f.reason}") for f in row.health.flags]
-        health = Health(counters=counters, queries=sum(r.health.queries for r in rows if r.health), flags=flags)
+        stages = [row.health.first_stage for row in rows if row.health is not None and row.health.first_stage]
+        first_stage = None
+        if len(stages) == len(rows):  # a reranker: its first stage beside its reranking, averaged over the seeds
+            first_stage = {key: float(np.mean([stage[key] for stage in stages])) for key in stages[0]}
+        health = Health(
+            counters=counters,
+            queries=sum(r.health.queries for r in rows if r.health),
+            first_stage=first_stage,
+            flags=flags,
+        )
     usage: dict[str, object] = {}
     for row in rows:
         for key, value in row.usage.items():
@@ -144,6 +153,8 @@ def mean_per_query(directories: Sequence[Path]) -> list[dict[str, object]]:
 def combine(outcomes: Sequence[RunOutcome], output_dir: Path) -> RunOutcome:
     """One outcome (the seeded row, its directory) from each seed's outcome."""
     first = outcomes[0]
+    if len({o.spec.seed for o in outcomes}) != len(outcomes):
+        raise HarnessError(f"seeds {[o.spec.seed for o in outcomes]}: each seed once")
     config = seeded_config(outcomes)
     config_hash = stable_hash(config)
     seeds = [o.spec.seed for o in outcomes]
@@ -200,5 +211,19 @@ def run_seeds(runner: Runner, spec: RunSpec, seeds: Sequence[int]) -> RunOutcome
             f"retriever {spec.retriever!r} trains nothing ({spec.main.instance.regime}): every seed would give the "
             "same row; run it without --seeds"
         )
-    outcomes = [runner.run(dataclasses.replace(spec, seed=seed, sample_seed=spec.seed)) for seed in seeds]
-    return combine(outcomes, runner.output_dir)
+    # each seed's own run goes one level down, so that submitting the output directory takes the
+    # seeded row alone (its directory holds a copy of every seed's run)
+    output = runner.output_dir
+    runner.output_dir = output / "by-seed"
+    try:
+        outcomes = [runner.run(dataclasses.replace(spec, seed=seed, sample_seed=spec.seed)) for seed in seeds]
+    finally:
+        runner.output_dir = output
+    combined = combine(outcomes, output)
+    if spec.condition is not None:  # the registry's expected scores, against the seeds' means
+        condition = spec.condition
+        combined.checks = [
+            CheckResult(metric, expected, combined.row.metrics.get(metric), condition.tolerance)
+            for metric, expected in condition.expected.items()
+        ]
+    return combined
