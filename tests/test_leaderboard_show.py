@@ -100,11 +100,24 @@ def test_markdown_and_wide_keep_every_column(tmp_path: Path) -> None:
     assert markdown.stdout.splitlines()[0] == "| " + " | ".join(header) + " |" and "71.43" in markdown.stdout
 
 
-def test_a_sampled_row_keeps_its_n_and_sample_marker_in_a_narrow_terminal(tmp_path: Path) -> None:
+def with_a_sampled_row(tmp_path: Path) -> Path:
+    """The board and a synthetic row of its own: a 10% sample of a debian/test run (the curated
+    board need not hold a sampled row)."""
     path = board(tmp_path)
+    rows = json.loads(path.read_text(encoding="utf-8"))
+    sampled = json.loads(json.dumps(next(row for row in rows if row["split"] == "test")))
+    sampled["retriever"]["name"] = "bm25-sampled"
+    sampled.update(sample=0.1, num_queries=round(sampled["num_queries"] * 0.1), config_hash="0123456789abcdef")
+    sampled["run_dir"] = "runs/debian/test/bm25-sampled-0123456789abcdef"
+    path.write_text(json.dumps([*rows, sampled]), encoding="utf-8")
+    return path
+
+
+def test_a_sampled_row_keeps_its_n_and_sample_marker_in_a_narrow_terminal(tmp_path: Path) -> None:
+    path = with_a_sampled_row(tmp_path)
     header, cells = cells_of(path)
     sampled = [row for row in cells if row[header.index("n")].endswith("(10%)")]
-    assert sampled, "the published rows have a sampled run"
+    assert [row[header.index("retriever")] for row in sampled] == ["bm25-sampled"]
     out = in_a_terminal(tmp_path, str(path))
     table = [line for line in out.splitlines() if line.startswith(("┃", "│"))]
     shown = [name.strip() for name in table[0].strip("┃").split("┃")]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from harness.leaderboard.rows import read_rows, row_path
 from harness.plugins import PluginManager
 from harness.run import Runner, resolve
 from harness.run.registry import parse_registry
-from harness.testing import Components, plugin_manager, run_retriever
+from harness.testing import Components, TinyTrainDataset, installed_plugins, invoke, plugin_manager, run_retriever
 
 REGISTRY = """
 defaults: {dataset: plain, retriever: overlap, split: test, k: 3}
@@ -209,3 +210,135 @@ def test_a_trained_row_trains_again_with_its_recorded_seed(tmp_path: Path) -> No
     )
     assert done.ok, (done.verdict(), done.changes)
     assert done.reproduced.training is not None and done.reproduced.training.seed == 2
+
+
+def _terms(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text.lower()))
+
+
+class Seeded(harness.Retriever):
+    """A trained retriever whose model depends on the seed (as in test_health_seeds.py): random
+    term weights, nudged towards the train split's answers, so each seed's metrics differ."""
+
+    name = "seeded"
+    regime = "trained"
+
+    def _vocab(self, skb: SKB) -> None:
+        self.ids = skb.candidate_ids
+        self.docs = [_terms(skb.document(int(i))) for i in self.ids]
+        self.vocab = sorted(set().union(*self.docs))
+
+    def fit(self, skb: SKB, train: Sequence[Query], context: Any) -> None:
+        self._vocab(skb)
+        weights = 3 * np.random.default_rng(context.seed).random(len(self.vocab))
+        index = {t: j for j, t in enumerate(self.vocab)}
+        for q in train:
+            for a in q.answer_ids:
+                if a < len(self.ids):
+                    for t in _terms(q.text) & self.docs[a]:
+                        weights[index[t]] += 0.2
+        np.save(context.checkpoint_dir / "weights.npy", weights)
+        context.report(1, len(train), 0.0, 0.0)
+
+    def load_checkpoint(self, path: Path) -> None:
+        self.weights = np.load(path / "weights.npy")
+
+    def build(self, skb: SKB, context: BuildContext) -> None:
+        self._vocab(skb)
+        self.index = {t: j for j, t in enumerate(self.vocab)}
+
+    def search(self, queries: Sequence[Query], k: int, top_ranked: Sequence[Ranking] | None = None) -> list[Ranking]:
+        out = []
+        for q in queries:
+            terms = _terms(q.text)
+            scores = np.asarray([sum(self.weights[self.index[t]] for t in terms & d) for d in self.docs])
+            order = np.argsort(-scores, kind="stable")[:k]
+            out.append(Ranking(self.ids[order], scores[order]))
+        return out
+
+
+SEEDED_REGISTRY = {
+    "defaults": {"dataset": "tiny-train", "split": "test", "k": 5},
+    "datasets": {"tiny-train": {"plugin": "tiny-train", "splits": ["test"]}},
+    "retrievers": {"seeded": {"plugin": "seeded"}},
+}
+
+
+@pytest.fixture
+def seeded_board(tmp_path: Path) -> Path:
+    """A leaderboard of one row over seeds 0, 1, 2 on a half of the test split sampled with seed 3
+    (the sample's seed is not the training seeds': a row that reproduces used the recorded one)."""
+    plugins = installed_plugins(Components([Seeded], [TinyTrainDataset]))
+    registry = parse_registry(json.dumps(SEEDED_REGISTRY), "<test>")
+    outcome = harness.evaluate(
+        "seeded",
+        plugins=plugins,
+        registry=registry,
+        output_dir=tmp_path / "runs",
+        cache_dir=tmp_path / "cache",
+        device="cpu",
+        seeds=[0, 1, 2],
+        sample=0.5,
+        seed=3,
+    )
+    assert outcome.row.seeds is not None and len({s.mean for s in outcome.row.seeds.metrics.values()}) > 1
+    merge([outcome.run_dir], tmp_path / "leaderboard")
+    return tmp_path / "leaderboard"
+
+
+def _reproduce_seeded(board: Path, out: Path) -> Result:
+    # an empty cache: every seed's model is trained again
+    return _invoke("leaderboard", "reproduce", _row_file(board, "seeded"), "--out", out, "--cache-dir", out / "cache")
+
+
+def test_a_seeded_row_reproduces_every_seed_on_its_sample(seeded_board: Path, tmp_path: Path) -> None:
+    row = read_rows(_row_file(seeded_board, "seeded"))[0]
+    assert row.seeds is not None and row.sample == 0.5
+    result = _reproduce_seeded(seeded_board, tmp_path / "again")
+    assert result.exit_code == 0, result.output
+    n = len(row.metrics)
+    assert (
+        f"reproduced: {n} metrics match (mean, std, min, max over seeds 0, 1, 2), configuration {row.config_hash}"
+        in (result.output)
+    )
+    assert "mrr std" in result.output and "DIFFERS" not in result.output and "STALE" not in result.output
+    # one re-run per seed, each on the sample of seed 3, combined into the row's configuration
+    again = tmp_path / "again" / f"tiny-train-test-seeded-seeds-{row.config_hash}"
+    new = read_rows(again / "row.json")[0]
+    assert new.seeds is not None and new.seeds.config_hashes == row.seeds.config_hashes
+    assert new.seeds.metrics == row.seeds.metrics
+    for seed in (0, 1, 2):
+        config = json.loads((again / f"seed-{seed}" / "config.json").read_text())
+        assert config["seed"] == 3 and config["training"]["seeded"]["seed"] == seed
+
+    # `harness run` with what run_command names makes the same row
+    command = run_command(row, seed=3)
+    assert "--sample 0.5" in command and "--seeds 0,1,2 --seed 3" in command
+    registry = tmp_path / "registry.json"
+    registry.write_text(json.dumps(SEEDED_REGISTRY))
+    words = [*shlex.split(command)[1:], "--registry", str(registry), "--output", str(tmp_path / "by-name")]
+    ran = invoke(*words, "--device", "cpu", "--format", "json", env={"HARNESS_CACHE": str(tmp_path / "cache")})
+    assert ran.exit_code == 0, ran.output
+    assert json.loads(ran.stdout)[0]["row"]["config_hash"] == row.config_hash
+
+
+def test_a_tampered_seed_mean_and_a_stale_seed_are_reported(
+    seeded_board: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def tamper(row: dict[str, Any]) -> None:
+        row["metrics"]["mrr"] += 0.25
+        row["seeds"]["metrics"]["mrr"]["mean"] += 0.25
+
+    _edit(_row_file(seeded_board, "seeded"), tamper)
+    result = _reproduce_seeded(seeded_board, tmp_path / "again")
+    assert result.exit_code == 1
+    n = len(read_rows(_row_file(seeded_board, "seeded"))[0].metrics)
+    assert f"NOT reproduced: 1 of {n} metrics differ (mrr mean)" in result.output, result.output
+    assert "-2.50e-01" in result.output and "STALE" not in result.output  # std, min and max still match
+
+    # the plugin changed what it computes: every seed's configuration is another, each one listed
+    monkeypatch.setattr(Seeded, "version", "9")
+    stale = _reproduce_seeded(seeded_board, tmp_path / "third")
+    assert stale.exit_code == 1 and "STALE" in stale.output
+    for seed in (0, 1, 2):
+        assert f'seed {seed}: retriever.version: "0" → "9"' in stale.output, stale.output

@@ -230,8 +230,9 @@ def reproduce_cmd(row: str, out: str, **options: Any) -> None:
     ROW: a row file (leaderboard/rows/<dataset>/<split>/<name>-<hash>.json) or a run directory.
     The retriever, what it uses and the dataset are constructed from the row's plugins and
     parameters (not the registry); split, sample, seed, k, metrics and training splits are the
-    row's; every query is searched again. Exit status 1 when a metric differs by more than
-    --tolerance, or when the row is stale: the re-run's configuration hash is not the row's."""
+    row's; every query is searched again. A row over seeds is re-run once per seed, and each
+    metric's mean, std, min and max compared. Exit status 1 when a metric differs by more than
+    --tolerance, or when the row is stale: the re-run's configuration hash (or a seed's) is not the row's."""
     from harness.cli.common import progress
     from harness.leaderboard.reproduce import load_row, reproduce
 
@@ -241,10 +242,10 @@ def reproduce_cmd(row: str, out: str, **options: Any) -> None:
         done = reproduce(source, out, progress=task_factory, **options)
     missing = "–"
     cells = [
-        [c.metric, f"{c.recorded:.10f}", missing, missing, "DIFFERS"]
+        [c.label, f"{c.recorded:.10f}", missing, missing, "DIFFERS"]
         if c.reproduced is None or c.difference is None
         else [
-            c.metric,
+            c.label,  # a row over seeds: "mrr mean", "mrr std", ...
             f"{c.recorded:.10f}",
             f"{c.reproduced:.10f}",
             f"{c.difference:+.2e}",
@@ -290,7 +291,7 @@ def regenerate_cmd(directory: str, out: str, **options: Any) -> None:
     from rich.markup import escape
 
     from harness.cli.common import progress
-    from harness.leaderboard.reproduce import regenerate
+    from harness.leaderboard.regenerate import regenerate
 
     results = []
     with progress() as task_factory:

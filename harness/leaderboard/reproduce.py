@@ -9,14 +9,18 @@ registry (whose presets may have changed since), and run by the runner into a ne
 directory; then each metric is compared with the row's. When the re-run's configuration hash
 differs from the row's, what the installed code resolves is no longer what the row records (a
 plugin's version, a parameter it added): the row is stale, whatever its metrics.
+
+A row over training seeds (``harness run --seeds``) is re-run over its seeds on its sample (the
+sample's seed is in each seed's ``config.json``): each metric's mean, std, min and max are
+compared, and each seed's configuration hash. Every row of a leaderboard: :mod:`.regenerate`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +31,7 @@ from harness.plugins import PluginManager, get_plugin_manager
 from harness.retriever import ProgressFactory
 from harness.run import Runner, RunSpec, load_registry, resolve
 from harness.run.resolve import Component, construct
-from harness.run.secrets import redact
+from harness.run.seeds import run_seeds
 
 #: a deterministic zero-shot row reproduces to the last bits of its arithmetic
 DEFAULT_TOLERANCE = 1e-9
@@ -41,6 +45,12 @@ class MetricCheck:
     recorded: float
     reproduced: float | None
     tolerance: float
+    #: of a row over seeds, which of the metric's statistics over them: mean, std, min or max
+    statistic: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.metric if self.statistic is None else f"{self.metric} {self.statistic}"
 
     @property
     def difference(self) -> float | None:
@@ -79,9 +89,12 @@ class Reproduction:
 
     def verdict(self) -> str:
         """One line: reproduced, or what is not."""
-        failed = [c.metric for c in self.checks if not c.ok]
-        said = f"{len(failed)} of {len(self.checks)} metrics differ ({', '.join(failed)})" if failed else ""
-        said = said or f"{len(self.checks)} metrics match"
+        metrics = {c.metric for c in self.checks}
+        failed = [c for c in self.checks if not c.ok]
+        said = f"{len({c.metric for c in failed})} of {len(metrics)} metrics differ" if failed else ""
+        said += f" ({', '.join(c.label for c in failed)})" if failed else f"{len(metrics)} metrics match"
+        if self.row.seeds is not None and not failed:
+            said += f" (mean, std, min, max over seeds {', '.join(map(str, self.row.seeds.values))})"
         if self.stale:
             return f"{said}; stale: configuration {self.reproduced.config_hash} ≠ the row's {self.row.config_hash}"
         return f"{'reproduced: ' if self.ok else ''}{said}, configuration {self.row.config_hash}"
@@ -98,6 +111,8 @@ class RowSource:
     leaderboard: Path | None = None
     #: the path it was read from, as given
     given: Path | None = None
+    #: its run directory, where it is at hand (a seeded row's holds each seed's run)
+    run_dir: Path | None = None
 
     def command(self) -> str:
         """The command that reproduces it from here: :func:`reproduce_command` for a leaderboard's
@@ -125,21 +140,36 @@ def load_row(path: str | Path) -> RowSource:
         run_dir: Path | None = path
     else:
         run_dir = run_dir_of(root, row.run_dir) if root else Path(row.run_dir) if row.run_dir else None
-    config = None
-    if run_dir is not None and (run_dir / "config.json").is_file():
-        try:
-            config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise HarnessError(f"{run_dir / 'config.json'}: unreadable: {exc}") from None
-    return RowSource(row, file, config if isinstance(config, dict) else None, root, path)
+    config = _config(run_dir) if run_dir is not None else None
+    return RowSource(row, file, config, root, path, run_dir if run_dir is not None and run_dir.is_dir() else None)
+
+
+def _config(run_dir: Path) -> dict[str, Any] | None:
+    """``run_dir/config.json``, or None where there is none."""
+    if not (run_dir / "config.json").is_file():
+        return None
+    try:
+        config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise HarnessError(f"{run_dir / 'config.json'}: unreadable: {exc}") from None
+    return config if isinstance(config, dict) else None
+
+
+def sample_seed_of(source: RowSource) -> int | None:
+    """The seed of the row's sample, from its run's ``config.json`` (a seeded row's: its first
+    seed's run's, where every seed's run has the same sample), None where it is not at hand."""
+    config, seeds = source.config or {}, source.row.seeds
+    if seeds is not None:
+        config = (_config(source.run_dir / seeds.runs[0]) if source.run_dir else None) or {}
+    return config["seed"] if isinstance(config.get("seed"), int) else None
 
 
 def seed_of(source: RowSource) -> int:
-    """The seed the row's run used: its training's, else its sample's (from ``config.json``), else 0."""
-    row, config = source.row, source.config or {}
-    if row.training is not None:
-        return row.training.seed
-    return config["seed"] if isinstance(config.get("seed"), int) else 0
+    """The seed the row's run used: its training's (not of a row over seeds: each seed's is its
+    own), else its sample's, else 0."""
+    if source.row.training is not None and source.row.seeds is None:
+        return source.row.training.seed
+    return sample_seed_of(source) or 0
 
 
 def spec_from_row(row: LeaderboardRow, plugins: PluginManager, data_dir: str | None = None, seed: int = 0) -> RunSpec:
@@ -215,12 +245,13 @@ def reproduce(
     if tolerance < 0:
         raise HarnessError(f"--tolerance must be 0 or more, got {tolerance}")
     own = source.file.parent if source.file.name == "row.json" else None
-    target = Path(out) / f"{row.dataset.name}-{row.split}-{row.retriever.name}-{row.config_hash}"
+    name = f"seeds-{row.config_hash}" if row.seeds else row.config_hash  # as harness.run.seeds names it
+    target = Path(out) / f"{row.dataset.name}-{row.split}-{row.retriever.name}-{name}"
     if own is not None and target.resolve() == own.resolve():
         raise HarnessError(f"{own}: the re-run would overwrite the run it reproduces; give --out another directory")
     seed = seed_of(source)
     notes = []
-    if row.sample and row.training is None and source.config is None:
+    if row.sample and (row.training is None or row.seeds) and sample_seed_of(source) is None:
         notes.append("the sample's seed is not recorded beside the row (no config.json): assumed 0")
     spec = spec_from_row(row, plugins, data_dir, seed)
     training = row.training
@@ -234,29 +265,51 @@ def reproduce(
         train_split=training.split if training else "train",
         validation_split=training.validation_split if training else "val",
     )
-    outcome = runner.run(spec)
-    new = outcome.row
-    checks = [MetricCheck(m, value, new.metrics.get(m), tolerance) for m, value in row.metrics.items()]
+    if row.seeds is not None:
+        # every seed trains its own model on the one sample the row recorded
+        outcome = run_seeds(runner, dataclasses.replace(spec, sample_seed=seed), row.seeds.values)
+    else:
+        outcome = runner.run(spec)
+    new, equivalent = outcome.row, _run_equivalent(spec, plugins, seed, row)
     changes = [] if new.config_hash == row.config_hash else _changes(source, outcome.run_dir, new)
-    return Reproduction(
-        row, new, outcome.run_dir, checks, changes, notes + outcome.notes, _run_equivalent(spec, plugins, seed, row)
-    )
+    checks = _checks(row, new, tolerance)
+    return Reproduction(row, new, outcome.run_dir, checks, changes, notes + outcome.notes, equivalent)
+
+
+def _checks(row: LeaderboardRow, new: LeaderboardRow, tolerance: float) -> list[MetricCheck]:
+    """Each metric against the row's; of a row over seeds, its mean, std, min and max."""
+    if row.seeds is None:
+        return [MetricCheck(m, value, new.metrics.get(m), tolerance) for m, value in row.metrics.items()]
+    checks = []
+    for metric, value in row.metrics.items():
+        checks.append(MetricCheck(metric, value, new.metrics.get(metric), tolerance, "mean"))
+        spread, again = row.seeds.metrics.get(metric), new.seeds.metrics.get(metric) if new.seeds else None
+        for statistic in ("std", "min", "max") if spread is not None else ():
+            got = getattr(again, statistic) if again is not None else None
+            checks.append(MetricCheck(metric, getattr(spread, statistic), got, tolerance, statistic))
+    return checks
 
 
 def _changes(source: RowSource, run_dir: Path, new: LeaderboardRow) -> list[str]:
     """What differs between the row's configuration and the re-run's: ``config.json`` against
-    ``config.json`` when the row's is at hand, else what the two rows record."""
-    try:
-        after = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        after = None
-    if source.config is not None and after is not None:
-        found = differences(source.config, after)
-    else:
-        found = differences(_recorded(source.row), _recorded(new))
-    if not found:
-        found = ["what the row does not record (its run directory's config.json is not at hand)"]
+    ``config.json`` when the row's is at hand, else what the two rows record; of a row over
+    seeds, each seed's whose configuration hash differs, as ``seed 1: ...``."""
+    found = []
+    old, again = source.row.seeds, new.seeds
+    if old is not None and again is not None and old.values == again.values:
+        pairs = zip(old.values, old.runs, old.config_hashes, again.runs, again.config_hashes, strict=False)
+        for seed, run, before, new_run, after in pairs:
+            config = _config(source.run_dir / run) if source.run_dir else None
+            said = _config_changes(config, source.row, run_dir / new_run, new) if before != after else []
+            found += [f"seed {seed}: {change}" for change in said]
+    found = found or _config_changes(source.config, source.row, run_dir, new)
     return found[:_MAX_CHANGES] + ([f"and {len(found) - _MAX_CHANGES} more"] if len(found) > _MAX_CHANGES else [])
+
+
+def _config_changes(config: dict[str, Any] | None, row: LeaderboardRow, run: Path, new: LeaderboardRow) -> list[str]:
+    after = _config(run)
+    found = differences(config, after) if config and after else differences(_recorded(row), _recorded(new))
+    return found or ["what the row does not record (its run directory's config.json is not at hand)"]
 
 
 def _recorded(row: LeaderboardRow) -> dict[str, Any]:
@@ -337,59 +390,10 @@ def run_command(row: LeaderboardRow, seed: int | None = None) -> str:
     if row.sample:
         words += ["--sample", f"{row.sample:g}"]
     if row.training is not None:
-        seed = row.training.seed
+        seed = row.training.seed if row.seeds is None else seed
         words += ["--train-split", row.training.split, "--validation-split", row.training.validation_split or "none"]
-    if seed and (row.sample or row.training is not None):
+    if row.seeds is not None:  # --seed is then the sample's only
+        words += ["--seeds", ",".join(map(str, row.seeds.values))]
+    if seed and (row.sample or (row.training is not None and row.seeds is None)):
         words += ["--seed", str(seed)]
     return shlex.join(words)
-
-
-@dataclass
-class Regenerated:
-    """One row of a regeneration: its reproduction, or why it could not run."""
-
-    file: Path
-    row: LeaderboardRow | None
-    reproduction: Reproduction | None = None
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.reproduction is not None and self.reproduction.ok
-
-
-def regenerate(
-    leaderboard: str | Path,
-    out: str | Path,
-    *,
-    regimes: Sequence[str] = (),
-    retrievers: Sequence[str] = (),
-    plugins: PluginManager | None = None,
-    **options: Any,
-) -> Iterator[Regenerated]:
-    """Reproduce every row under ``leaderboard/rows`` (only those of ``regimes`` and
-    ``retrievers``, when given) into the scratch runs directory ``out``, one at a time, each as it
-    completes; a row that cannot run is reported, and the next one runs. ``options``: those of
-    :func:`reproduce` (``data_dir``, ``tolerance``, ``device``, ``cache_dir``, ``progress``)."""
-    root = Path(leaderboard)
-    if not (root / "rows").is_dir():
-        raise HarnessError(f"{root}: not a leaderboard (no rows/ directory)")
-    if root.resolve() in [Path(out).resolve(), *Path(out).resolve().parents]:
-        raise HarnessError(f"--out {out} is inside the leaderboard {root}: give a scratch directory outside it")
-    plugins = plugins or get_plugin_manager()
-    for file in sorted((root / "rows").rglob("*.json")):
-        try:
-            source = load_row(file)
-        except HarnessError as exc:
-            yield Regenerated(file, None, error=str(exc))
-            continue
-        row = source.row
-        if (regimes and row.regime not in regimes) or (retrievers and row.retriever.name not in retrievers):
-            continue
-        try:
-            done = reproduce(source, out, plugins=plugins, **options)
-        except Exception as exc:  # a plugin's own error too (a server down): this row's, not the others'
-            message = str(exc) if isinstance(exc, HarnessError) else f"{type(exc).__name__}: {exc}"
-            yield Regenerated(file, row, error=redact(message))
-            continue
-        yield Regenerated(file, row, done)

@@ -1,14 +1,32 @@
 """A run: the registry, resolution of names to components, the runner and the run record.
 
 Import from here (``from harness.run import Runner, resolve, load_registry``), not from the
-modules, which may move.
+modules, which may move. Names load on first use: reading rows (``harness leaderboard show``)
+needs the record, not the runner.
 """
 
-from harness.machine import resolve_device
-from harness.run.record import SCHEMA_VERSION, ComponentInfo, LeaderboardRow
-from harness.run.registry import Registry, load_registry, parse_registry
-from harness.run.resolve import RunSpec, dataset_from_row, load_dataset, resolve
-from harness.run.runner import CheckResult, Runner, RunOutcome
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+#: public name -> module it lives in
+_EXPORTS = {
+    "resolve_device": "harness.machine",
+    "SCHEMA_VERSION": "harness.run.record",
+    "ComponentInfo": "harness.run.record",
+    "LeaderboardRow": "harness.run.record",
+    "Registry": "harness.run.registry",
+    "load_registry": "harness.run.registry",
+    "parse_registry": "harness.run.registry",
+    "RunSpec": "harness.run.resolve",
+    "dataset_from_row": "harness.run.resolve",
+    "load_dataset": "harness.run.resolve",
+    "resolve": "harness.run.resolve",
+    "CheckResult": "harness.run.runner",
+    "Runner": "harness.run.runner",
+    "RunOutcome": "harness.run.runner",
+}
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -26,3 +44,20 @@ __all__ = [
     "resolve",
     "resolve_device",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'harness.run' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from harness.machine import resolve_device
+    from harness.run.record import SCHEMA_VERSION, ComponentInfo, LeaderboardRow
+    from harness.run.registry import Registry, load_registry, parse_registry
+    from harness.run.resolve import RunSpec, dataset_from_row, load_dataset, resolve
+    from harness.run.runner import CheckResult, Runner, RunOutcome

@@ -195,7 +195,7 @@ class SpaghettiRetriever(harness.Retriever):
     @classmethod
     def health(cls, details: dict[str, Any] | None) -> dict[str, float]:
         details = details or {}
-        counters: dict[str, float] = {}
+        counters: dict[str, float] = {"linked": float(bool(details.get("linked")))}  # an anchor found in the text
         if "parse" in details:
             counters["parsed"] = float(bool(details["parse"].get("ok")))
             counters["executed"] = float(details.get("execution_size", 0) > 0)

@@ -233,6 +233,7 @@ def test_a_failed_query_is_fed_back_once(scripted: Any) -> None:
     # one candidate a source, then in turn: text found nothing, tables only what kb found
     assert ranking.details["retrieved"] == {"kb": 3, "text": 0, "tables": 3}
     assert ranking.details["contributed"] == {"kb": 2, "text": 0, "tables": 1}
+    fed_back = ranking
 
     # failing twice: two calls, never a third; the other sources stand in
     Scripted.log.clear()
@@ -248,6 +249,28 @@ def test_a_failed_query_is_fed_back_once(scripted: Any) -> None:
     assert not _parse_prompts() and unlinked.details["parse"] == {"skipped": "no entity linked"}
     usage = spaghetti.usage()
     assert usage["parse_retries"] == 2 and usage["parse_failures"] == 1 and usage["parse_skipped"] == 1
+    # health: what each ranking's details show, and the check that flags a knowledge base never queried
+    assert SpaghettiRetriever.health(ranking.details) == {
+        "linked": 1.0,
+        "parsed": 0.0,
+        "executed": 0.0,
+        "kb_fallback": 1.0,
+    }
+    assert SpaghettiRetriever.health(fed_back.details)["executed"] == 1.0
+    assert SpaghettiRetriever.health(once.details)["executed"] == 0.0  # no second chance: nothing executed
+    assert SpaghettiRetriever.health(unlinked.details) == {
+        "linked": 0.0,
+        "parsed": 0.0,
+        "executed": 0.0,
+        "kb_fallback": 1.0,
+    }
+    checks = SpaghettiRetriever.health_checks(spaghetti.params)
+    assert [c.counter for c in checks] == ["executed"]  # verifier none: no verdict to check
+    assert [c.counter for c in SpaghettiRetriever.health_checks({**spaghetti.params, "verifier": "yes-no"})] == [
+        "executed",
+        "verdict_yes",
+        "verdict_no",
+    ]
 
 
 def test_verification_reorders_and_usage_counts_tokens(scripted: Any) -> None:
