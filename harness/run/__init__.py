@@ -22,7 +22,6 @@ _EXPORTS = {
     "RunSpec": "harness.run.resolve",
     "dataset_from_row": "harness.run.resolve",
     "load_dataset": "harness.run.resolve",
-    "resolve": "harness.run.resolve",
     "CheckResult": "harness.run.runner",
     "Runner": "harness.run.runner",
     "RunOutcome": "harness.run.runner",
@@ -55,9 +54,12 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+# imported now: the submodule of the same name would otherwise shadow the function once loaded
+from harness.run.resolve import resolve  # noqa: E402
+
 if TYPE_CHECKING:
     from harness.machine import resolve_device
     from harness.run.record import SCHEMA_VERSION, ComponentInfo, LeaderboardRow
     from harness.run.registry import Registry, load_registry, parse_registry
-    from harness.run.resolve import RunSpec, dataset_from_row, load_dataset, resolve
+    from harness.run.resolve import RunSpec, dataset_from_row, load_dataset
     from harness.run.runner import CheckResult, Runner, RunOutcome
