@@ -179,3 +179,5 @@ def plain_plugins(plugins: PluginManager) -> PluginManager:
 
 
 os.environ.setdefault("COLUMNS", "200")  # rich tables in CLI output stay on one line
+# tiny models train faster on one thread of a busy machine (the count is part of the checkpoint key)
+os.environ.setdefault("HARNESS_TRAIN_THREADS", "1")

@@ -86,8 +86,7 @@ def summarize(
             flags.append(
                 HealthFlag(
                     component="reranking",
-                    reason=f"its first stage's ids are not in the details of {missing} of {len(details)} queries: "
-                    "whether reranking helped cannot be said",
+                    reason=f"{UNRECORDED} {missing} of {len(details)} queries: whether reranking helped cannot be said",
                 )
             )
     if first_stage is not None and first_stage["mrr"] > first_stage["reranked_mrr"] and first_stage["p"] < ALPHA:
@@ -139,6 +138,8 @@ def _first_stage(
     }
 
 
+#: the reason of a reranker's flag when its details do not name its first stage's ids
+UNRECORDED = "its first stage's ids are not in the details of"
 #: a reranking is flagged below its first stage only when the paired test says so (not noise)
 ALPHA = 0.05
 _RESAMPLES = 10_000
@@ -171,8 +172,11 @@ def _ranks(
 def compare(recorded: Health | None, recomputed: Health) -> list[str]:
     """What a row's ``health`` says that its details do not (for ``leaderboard validate``)."""
     if recorded is None:
-        if recomputed.flags:
-            reasons = "; ".join(f"{f.component}: {f.reason}" for f in recomputed.flags)
+        # a row from before health: a reranker's first stage was not recorded then, which shows
+        # nothing about its run; any other flag is a component that never ran
+        shown = [f for f in recomputed.flags if not f.reason.startswith(UNRECORDED)]
+        if shown:
+            reasons = "; ".join(f"{f.component}: {f.reason}" for f in shown)
             return [f"the row records no health, and its per-query details show a component that never ran ({reasons})"]
         return []
     problems = []

@@ -10,13 +10,14 @@ Before a trained retriever is built, the runner (``harness run``) or ``harness t
    evaluation would measure memory, not retrieval.
 2. The checkpoint is keyed by content: the retriever's plugin, version and parameters, what it
    says in :meth:`Retriever.training_identity` (the base model's weights digest), the SKB's
-   fingerprint, the digests of the training and validation queries, the seed, the device kind
-   and torch's version. A verified
+   fingerprint, the digests of the training and validation queries, the seed, the device kind,
+   torch's version and the training threads when they are not the default. A verified
    checkpoint of that key is loaded (:meth:`Retriever.load_checkpoint`) instead of training.
 3. Otherwise (unless the caller forbids training) the seeds are set, ``fit`` runs with a
-   :class:`TrainContext`, and what it wrote to ``context.checkpoint_dir`` becomes the
-   checkpoint: a manifest of digests, ``training.json`` (splits, digests, seconds, hardware)
-   and the curve ``curve.jsonl`` (what ``context.log`` received), moved into the cache at
+   :class:`TrainContext` on a fixed number of threads (:data:`TRAINING_THREADS`, see
+   :func:`training_threads`), and what it wrote to ``context.checkpoint_dir`` becomes the
+   checkpoint: a manifest of digests, ``training.json`` (splits, digests, seconds, hardware,
+   threads) and the curve ``curve.jsonl`` (what ``context.log`` received), moved into the cache at
    once. ``context.work_dir`` survives a kill: :class:`harness.EpochLoop` (``loop.py``, the one
    training loop) keeps its epoch checkpoints there and resumes from the last one.
 
@@ -25,13 +26,14 @@ The row of a trained run records :class:`TrainingInfo` (``row.training``).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
 import os
 import random
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,7 +48,28 @@ from harness.queries import Query
 from harness.retriever import BuildContext, Retriever, TrainContext
 from harness.skb import SKB
 
-__all__ = ["TrainContext", "TrainingInfo", "TrainingPlan", "ensure_trained", "plan_training", "plot_curve"]
+__all__ = [
+    "TRAINING_THREADS",
+    "TrainContext",
+    "TrainingInfo",
+    "TrainingPlan",
+    "ensure_trained",
+    "fixed_threads",
+    "plan_training",
+    "plot_curve",
+    "seed_everything",
+    "training_threads",
+]
+
+#: The intra-op threads torch (and NumPy's BLAS) train on, whatever the machine has. A float
+#: reduction split across threads sums in another order with another thread count (torch's
+#: LayerNorm backward keeps a partial sum per thread, for one), so the same seed trained other
+#: weights on a machine with other cores (issue 31: qagnn). 2 is what the published trained rows
+#: trained with (torch's default on their 2-core machine), so a retraining still reproduces them.
+TRAINING_THREADS = 2
+#: Another thread count for training (faster on a big machine, or 1 on a shared one): it enters
+#: the checkpoint key, since it trains other weights.
+THREADS_VARIABLE = "HARNESS_TRAIN_THREADS"
 
 
 class TrainingInfo(BaseModel):
@@ -80,6 +103,7 @@ class TrainingPlan:
     validation: list[Query]
     seed: int
     key: str
+    threads: int = TRAINING_THREADS
 
     def configuration(self) -> dict[str, Any]:
         """What enters a run's configuration hash: other training data is another run."""
@@ -160,20 +184,23 @@ def plan_training(
                 "early stopping on it would select the model on the evaluation (--validation-split none, or another)"
             )
     validation = splits[validation_split] if validation_split else []
-    key = stable_hash(
-        {
-            "retriever": info,
-            "identity": retriever.training_identity(),
-            "skb": skb.fingerprint,
-            "train": [train_split, _digest(train)],
-            "validation": [validation_split, _digest(validation)] if validation_split else None,
-            "seed": seed,
-            # where it trains and with which torch: a GPU trains in mixed precision with other kernels
-            "device": device.split(":")[0],
-            "torch": _torch_version(),
-        }
-    )
-    return TrainingPlan(train_split, train, validation_split, validation, seed, key)
+    threads = training_threads()
+    keyed: dict[str, Any] = {
+        "retriever": info,
+        "identity": retriever.training_identity(),
+        "skb": skb.fingerprint,
+        "train": [train_split, _digest(train)],
+        "validation": [validation_split, _digest(validation)] if validation_split else None,
+        "seed": seed,
+        # where it trains and with which torch: a GPU trains in mixed precision with other kernels
+        "device": device.split(":")[0],
+        "torch": _torch_version(),
+    }
+    if threads != TRAINING_THREADS:
+        # other threads, other sums; the default stays out, so that the keys (and the rows'
+        # configuration hashes) of what trained before the count was fixed do not change
+        keyed["threads"] = threads
+    return TrainingPlan(train_split, train, validation_split, validation, seed, stable_hash(keyed), threads)
 
 
 def _torch_version() -> str | None:
@@ -183,8 +210,19 @@ def _torch_version() -> str | None:
         return None
 
 
+def training_threads() -> int:
+    """The threads a training runs on: ``$HARNESS_TRAIN_THREADS``, else :data:`TRAINING_THREADS`."""
+    value = os.environ.get(THREADS_VARIABLE, "").strip()
+    if not value:
+        return TRAINING_THREADS
+    if not value.isdigit() or int(value) < 1:
+        raise HarnessError(f"{THREADS_VARIABLE}={value!r}: give a whole number of threads, 1 or more")
+    return int(value)
+
+
 def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy and (when installed) PyTorch, with deterministic CPU kernels."""
+    """Seed Python, NumPy and (when installed) PyTorch, with deterministic kernels (a training's
+    threads are fixed apart: :func:`fixed_threads`)."""
     import numpy as np  # numerics load when something trains, not with the module
 
     random.seed(seed)
@@ -195,6 +233,22 @@ def seed_everything(seed: int) -> None:
         return
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+@contextlib.contextmanager
+def fixed_threads(threads: int) -> Iterator[None]:
+    """Torch and NumPy's BLAS compute on ``threads`` threads inside (see :data:`TRAINING_THREADS`);
+    the counts they had are put back after."""
+    with contextlib.ExitStack() as stack:
+        with contextlib.suppress(ImportError):  # optional (untyped): NumPy's BLAS, where threadpoolctl reaches it
+            threadpoolctl = importlib.import_module("threadpoolctl")
+            stack.enter_context(threadpoolctl.threadpool_limits(limits=threads, user_api="blas"))
+        with contextlib.suppress(ImportError):  # optional: the core does not depend on torch
+            import torch
+
+            stack.callback(torch.set_num_threads, torch.get_num_threads())
+            torch.set_num_threads(threads)
+        yield
 
 
 def ensure_trained(
@@ -236,7 +290,9 @@ def ensure_trained(
             raise HarnessError(
                 f"retriever {name!r}: loading checkpoint {entry} failed ({type(exc).__name__}: {exc})"
             ) from exc
-    return TrainingInfo(**recorded, checkpoint_digest=directory_digest(entry, skip=(MANIFEST,)))
+    # what the row does not record (``threads``: the key has it when it is not the default)
+    fields = {key: value for key, value in recorded.items() if key in TrainingInfo.model_fields}
+    return TrainingInfo(**fields, checkpoint_digest=directory_digest(entry, skip=(MANIFEST,)))
 
 
 def _train(
@@ -260,10 +316,11 @@ def _train(
         checkpoint_dir=final,
         work_dir=work,
     )
-    seed_everything(plan.seed)
     started = time.perf_counter()
     try:
-        retriever.fit(skb, plan.train, train_context)
+        with fixed_threads(plan.threads):
+            seed_everything(plan.seed)
+            retriever.fit(skb, plan.train, train_context)
     except HarnessError:
         raise
     except Exception as exc:
@@ -293,6 +350,7 @@ def _train(
             "seconds": round(seconds, 3),
             "device": context.device,
             "hardware": cpu,
+            "threads": plan.threads,  # what the weights' arithmetic depends on besides the hardware
             "subset_queries": len(subset) if subset is not None else None,
             "subset_digest": _digest(subset) if subset is not None else None,
         },

@@ -38,8 +38,9 @@ SMALL = {"max_length": 32, "epochs": 8, "patience": 8, "lr": 0.01, "train_batch_
 
 
 @pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
+def _one_thread(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Tiny tensors: torch's threads only wait on each other on a shared 2-core machine."""
+    monkeypatch.setenv("HARNESS_TRAIN_THREADS", "1")  # training too (the harness fixes its threads)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

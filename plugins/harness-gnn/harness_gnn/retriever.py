@@ -26,7 +26,7 @@ from pydantic import Field, model_validator
 
 import harness
 from harness_dense.embeddings import resolve_model
-from harness_gnn.encoder import DEFAULT_MODEL, NodeVectors, TextEncoder, node_vectors, version
+from harness_gnn.encoder import DEFAULT_MODEL, NodeVectors, TextEncoder, node_vectors, pinned_threads, version
 from harness_gnn.graph import CANDIDATE, CONTEXT, ENTITY, EntityLinker, Subgraphs, relation_labels
 
 CHECKPOINT, META = "model.pt", "qagnn.json"
@@ -57,7 +57,7 @@ class QAGNNRetriever(harness.Reranker):
     """QA-GNN over an SKB: entity linking, k-hop subgraphs, typed message passing, candidate scoring."""
 
     name = "qagnn"
-    version = "1"
+    version = "2"  # 2: node vectors encoded alone on one thread (deterministic whatever the cache held)
     regime = "trained"
     batch_size = 32
     fills = True  # the scored candidates, then the first stage's other results up to k
@@ -280,7 +280,7 @@ class QAGNNRetriever(harness.Reranker):
                 rankings = first[start : start + CHUNK] if first is not None else None
                 if rankings is None:
                     rankings = self.first_stage.search(chunk, options.candidates)
-                vectors = self.encoder.encode([q.text for q in chunk])
+                vectors = self.encoder.encode([q.text for q in chunk], "query")
                 made = [
                     self._example(vector, query, ranking, graph_candidates)
                     for vector, query, ranking in zip(vectors, chunk, rankings, strict=True)
@@ -431,7 +431,8 @@ class QAGNNRetriever(harness.Reranker):
             parts: Iterator[np.ndarray] = iter(())
             if chunk:
                 batch = self._batch(chunk, device)
-                with torch.no_grad(), self._autocast(device):
+                # on fixed threads: the same scores on any machine, in validation and in search
+                with torch.no_grad(), self._autocast(device), pinned_threads():
                     scores = self.network(batch).float().cpu().numpy().astype(np.float64)
                 bounds = np.cumsum([len(e.scored) for e in chunk])[:-1]
                 parts = iter(np.split(scores, bounds))

@@ -37,8 +37,9 @@ SMALL = {"hidden": 32, "layers": 2, "max_length": 32, "lr": 0.01, "epochs": 12, 
 
 
 @pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
+def _one_thread(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Tiny tensors: torch's threads only wait on each other on a shared 2-core machine (10x slower)."""
+    monkeypatch.setenv("HARNESS_TRAIN_THREADS", "1")  # training too (the harness fixes its threads)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

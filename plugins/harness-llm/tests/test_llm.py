@@ -652,4 +652,4 @@ def test_runs_record_the_cost_and_the_leaderboard_shows_an_unknown_one_as_unknow
     }
     assert cost == {"priced": "$0.00", "served": "$0.00", "unpriced": "unknown"}, table
     page = Path("site/debian.html").read_text()
-    assert '<td data-value="">unknown</td>' in page and "$0.00</td>" in page
+    assert 'data-value="">unknown</td>' in page and "$0.00</td>" in page

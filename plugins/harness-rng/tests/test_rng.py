@@ -41,8 +41,9 @@ SMALL = {
 
 
 @pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
+def _one_thread(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Tiny batches: torch's threads only wait on each other on a shared 2-core machine."""
+    monkeypatch.setenv("HARNESS_TRAIN_THREADS", "1")  # training too (the harness fixes its threads)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -326,12 +327,14 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("rng")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # set up before the per-test fixture that does this
-    untrained = _run(root / "untrained", root / "cache", epochs=0)
-    with pytest.raises(HarnessError, match="failed to train: RuntimeError: failure injected at epoch 3"):
-        _run(root / "failed", root / "cache", fail_at_epoch=3)
-    [work] = (root / "cache" / "checkpoints").glob("*.work")
-    saved = sorted(p.name for p in (work / "epochs").glob("epoch-*"))  # harness.EpochLoop's
-    outcome = _run(root / "trained", root / "cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HARNESS_TRAIN_THREADS", "1")  # as the tests will (it is in the checkpoint key)
+        untrained = _run(root / "untrained", root / "cache", epochs=0)
+        with pytest.raises(HarnessError, match="failed to train: RuntimeError: failure injected at epoch 3"):
+            _run(root / "failed", root / "cache", fail_at_epoch=3)
+        [work] = (root / "cache" / "checkpoints").glob("*.work")
+        saved = sorted(p.name for p in (work / "epochs").glob("epoch-*"))  # harness.EpochLoop's
+        outcome = _run(root / "trained", root / "cache")
     torch.set_num_threads(threads)  # not left to the tests after this module's (in the same worker)
     return {"untrained": untrained, "trained": outcome, "saved": saved, "work": work, "cache": root / "cache"}
 
