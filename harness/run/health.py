@@ -194,6 +194,6 @@ def compare(recorded: Health | None, recomputed: Health) -> list[str]:
         problems.append("health.first_stage does not match the first stage's ids in the per-query details")
     if [f.model_dump() for f in recorded.flags] != [f.model_dump() for f in recomputed.flags]:
         said = "; ".join(f.reason for f in recorded.flags) or "none"
-        shown = "; ".join(f.reason for f in recomputed.flags) or "none"
-        problems.append(f"health flags: the row says {said}; the details give {shown}")
+        given = "; ".join(f.reason for f in recomputed.flags) or "none"
+        problems.append(f"health flags: the row says {said}; the details give {given}")
     return problems

@@ -91,6 +91,9 @@ class TrainingInfo(BaseModel):
         None, ge=0, description="when the retriever trained on part of the split (a sample): how many queries"
     )
     subset_digest: str | None = Field(None, description="digest of that part (ids, texts, answer ids)")
+    threads: int | None = Field(
+        None, description="the threads it trained on (another count trains other weights); none: not recorded"
+    )
 
 
 @dataclass
@@ -290,7 +293,7 @@ def ensure_trained(
             raise HarnessError(
                 f"retriever {name!r}: loading checkpoint {entry} failed ({type(exc).__name__}: {exc})"
             ) from exc
-    # what the row does not record (``threads``: the key has it when it is not the default)
+    # the checkpoint's record, less what the row does not hold
     fields = {key: value for key, value in recorded.items() if key in TrainingInfo.model_fields}
     return TrainingInfo(**fields, checkpoint_digest=directory_digest(entry, skip=(MANIFEST,)))
 
