@@ -163,6 +163,21 @@ def test_cli_publish(board: Path, tmp_path: Path) -> None:
     assert {"index.html", "plain.html", "plain-short.html"} <= pages
 
 
+def test_publish_refreshes_the_tables_a_readme_marks(board: Path, tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("# Results\n\n<!-- results:plain-test -->\n| stale |\n<!-- /results -->\n\nafter\n")
+    args = ["leaderboard", "publish", "--from", str(board), "--out", str(tmp_path / "site")]
+    result = CliRunner().invoke(cli, [*args, "--readme", str(readme)])
+    assert result.exit_code == 0, result.output
+    table = [line for line in (tmp_path / "site/markdown/plain-test.md").read_text().splitlines() if line[:1] == "|"]
+    expected = "# Results\n\n<!-- results:plain-test -->\n" + "\n".join(table) + "\n<!-- /results -->\n\nafter\n"
+    assert readme.read_text() == expected and "refreshed plain-test" in result.output
+    readme.write_text("<!-- results:plain-test -->\n| cut short |\n")
+    result = CliRunner().invoke(cli, [*args, "--readme", str(readme)])
+    assert result.exit_code != 0 and "has no <!-- /results --> after it" in result.output
+    assert readme.read_text() == "<!-- results:plain-test -->\n| cut short |\n"
+
+
 def test_rows_record_what_the_marks_are_made_from(board: Path) -> None:
     """The fake LLM row carries what publish reads: its regime, sample, usage and the LLM parameter."""
     [llm] = [r for r in read_rows(board) if r.retriever.name == "asks-llm"]

@@ -197,13 +197,21 @@ def migrate_cmd(directory: str) -> None:
 @click.option("--from", "source", default="leaderboard", show_default=True, type=click.Path(file_okay=False))
 @click.option("--out", default="site", show_default=True, type=click.Path(file_okay=False))
 @click.option("--metrics", "-m", help="metric columns, comma-separated (default: every metric in the rows)")
-def publish_cmd(source: str, out: str, metrics: str | None) -> None:
+@click.option(
+    "--readme",
+    type=click.Path(dir_okay=False, exists=True),
+    help="also put the Markdown tables into this file, between <!-- results:DATASET-SPLIT --> and <!-- /results -->",
+)
+def publish_cmd(source: str, out: str, metrics: str | None, readme: str | None) -> None:
     """Render the leaderboard: Markdown tables per dataset/split and a static HTML site
     (one page per dataset, sortable tables, metric-vs-latency plots) that opens from file://."""
-    from harness.leaderboard.publish import publish
+    from harness.leaderboard.publish import publish, refresh_readme
 
     written = publish(source, out, split_list(metrics))
     stdout.print(f"wrote {len(written)} files to {out}: open {Path(out) / 'index.html'}")
+    if readme:
+        replaced = refresh_readme(readme, out)
+        stdout.print(f"{readme}: refreshed {', '.join(replaced) or 'no table (it has no results markers)'}")
 
 
 def _reproduce_options(command: Any) -> Any:

@@ -137,3 +137,25 @@ def markdown_section(
         lines.append("| " + " | ".join(cells) + " |")
     flags = "".join(f"\n{note}\n" for note in flag_notes(rows))
     return "\n".join(lines) + f"\n\n{FOOTNOTE} {versus_note(columns)}\n" + flags
+
+
+def refresh_readme(readme: str | Path, site: str | Path) -> list[str]:
+    """Put the published Markdown tables (``site/markdown/<dataset>-<split>.md``) into ``readme``
+    between ``<!-- results:<dataset>-<split> -->`` and ``<!-- /results -->``; returns the blocks
+    replaced. A README never drifts from the board: its tables are publish's own."""
+    path = Path(readme)
+    text = path.read_text(encoding="utf-8")
+    replaced = []
+    for table in sorted((Path(site) / "markdown").glob("*.md")):
+        start, end = f"<!-- results:{table.stem} -->", "<!-- /results -->"
+        if start not in text:
+            continue
+        head, rest = text.split(start, 1)
+        if end not in rest:
+            raise HarnessError(f"{path}: {start} has no {end} after it")
+        lines = [line for line in table.read_text(encoding="utf-8").splitlines() if line.startswith("|")]
+        text = head + start + "\n" + "\n".join(lines) + "\n" + end + rest.split(end, 1)[1]
+        replaced.append(table.stem)
+    with atomic_write(path) as out:
+        out.write(text)
+    return replaced
