@@ -9,12 +9,13 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
+import importlib
 import json
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -192,3 +193,18 @@ def cache_root() -> Path:
 # -- content-keyed, digest-verified cache entries ----------------------------------------
 
 #: The file a verified cache directory lists its files' digests in; written last.
+
+
+def lazy_exports(package: str, exports: dict[str, str], namespace: dict[str, Any]) -> Callable[[str], Any]:
+    """A package's ``__getattr__`` that imports each public name from its module (``exports``:
+    name -> module) on first use and keeps it in ``namespace``: the package imports cheaply."""
+
+    def load(name: str) -> Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        namespace[name] = value
+        return value
+
+    return load

@@ -10,6 +10,7 @@ the path. Core tests use fakes only: these, or the kit in ``harness.testing`` (w
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -194,3 +195,50 @@ def installed_alone(
     manager = get_plugin_manager()
     manager.register(ComponentsPlugin(datasets, retrievers, directory / "presets.yaml"), name)
     return manager
+
+
+def terms(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text.lower()))
+
+
+class Seeded(harness.Retriever):
+    """A trained retriever whose model depends on the seed: random term weights, nudged towards
+    the train split's answers (so seeds differ, and training helps)."""
+
+    name = "seeded"
+    regime = "trained"
+
+    def _vocab(self, skb: SKB) -> None:
+        self.ids = skb.candidate_ids
+        self.docs = [terms(skb.document(int(i))) for i in self.ids]
+        self.vocab = sorted(set().union(*self.docs))
+
+    def fit(self, skb: SKB, train: Sequence[Query], context: Any) -> None:
+        self._vocab(skb)
+        weights = 3 * np.random.default_rng(context.seed).random(len(self.vocab))
+        index = {t: j for j, t in enumerate(self.vocab)}
+        for q in train:
+            for a in q.answer_ids:
+                if a < len(self.ids):
+                    for t in terms(q.text) & self.docs[a]:
+                        weights[index[t]] += 0.2
+        np.save(context.checkpoint_dir / "weights.npy", weights)
+        context.report(1, len(train), 0.0, 0.0)
+
+    def load_checkpoint(self, path: Path) -> None:
+        self.weights = np.load(path / "weights.npy")
+
+    def build(self, skb: SKB, context: harness.BuildContext) -> None:
+        self._vocab(skb)
+        self.index = {t: j for j, t in enumerate(self.vocab)}
+
+    def search(
+        self, queries: Sequence[Query], k: int, top_ranked: Sequence[harness.Ranking] | None = None
+    ) -> list[harness.Ranking]:
+        out = []
+        for q in queries:
+            found = terms(q.text)
+            scores = np.asarray([sum(self.weights[self.index[t]] for t in found & d) for d in self.docs], dtype=float)
+            order = np.argsort(-scores, kind="stable")[:k]
+            out.append(harness.Ranking(self.ids[order], scores[order]))
+        return out

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import Seeded, terms
 from pydantic import Field
 
 import harness
@@ -22,10 +22,6 @@ from harness.leaderboard.bundles import collect
 from harness.leaderboard.validate import validate
 from harness.run.registry import parse_registry
 from harness.testing import Components, TinyDataset, TinyTrainDataset, installed_plugins
-
-
-def _terms(text: str) -> set[str]:
-    return set(re.findall(r"\w+", text.lower()))
 
 
 class Guessing(harness.Retriever):
@@ -39,14 +35,14 @@ class Guessing(harness.Retriever):
 
     def build(self, skb: SKB, context: BuildContext) -> None:
         self.ids = skb.candidate_ids
-        self.docs = [_terms(skb.document(int(i))) for i in self.ids]
+        self.docs = [terms(skb.document(int(i))) for i in self.ids]
 
     def search(self, queries: Sequence[Query], k: int, top_ranked: Sequence[Ranking] | None = None) -> list[Ranking]:
         out = []
         for q in queries:
-            scores = np.asarray([len(_terms(q.text) & d) for d in self.docs], dtype=np.float64)
+            scores = np.asarray([len(terms(q.text) & d) for d in self.docs], dtype=np.float64)
             order = np.argsort(-scores, kind="stable")[:k]
-            structured = any(t.isdigit() and len(t) > 6 for t in _terms(q.text))
+            structured = any(t.isdigit() and len(t) > 6 for t in terms(q.text))
             out.append(Ranking(self.ids[order], scores[order], {"structured": structured, "fallback": not structured}))
         return out
 
@@ -67,49 +63,6 @@ class Reverser(harness.Reranker):
 
     def rerank(self, queries: Sequence[Query], candidates: Sequence[Ranking], k: int) -> list[Ranking]:
         return [Ranking(c.ids[::-1][:k], np.arange(len(c.ids), 0, -1, dtype=np.float64)[:k]) for c in candidates]
-
-
-class Seeded(harness.Retriever):
-    """A trained retriever whose model depends on the seed: random term weights, nudged towards
-    the train split's answers (so seeds differ, and training helps)."""
-
-    name = "seeded"
-    regime = "trained"
-
-    def _vocab(self, skb: SKB) -> None:
-        self.ids = skb.candidate_ids
-        self.docs = [_terms(skb.document(int(i))) for i in self.ids]
-        self.vocab = sorted(set().union(*self.docs))
-
-    def fit(self, skb: SKB, train: Sequence[Query], context: Any) -> None:
-        self._vocab(skb)
-        weights = 3 * np.random.default_rng(context.seed).random(len(self.vocab))
-        index = {t: j for j, t in enumerate(self.vocab)}
-        for q in train:
-            for a in q.answer_ids:
-                if a < len(self.ids):
-                    for t in _terms(q.text) & self.docs[a]:
-                        weights[index[t]] += 0.2
-        np.save(context.checkpoint_dir / "weights.npy", weights)
-        context.report(1, len(train), 0.0, 0.0)
-
-    def load_checkpoint(self, path: Path) -> None:
-        self.weights = np.load(path / "weights.npy")
-
-    def build(self, skb: SKB, context: BuildContext) -> None:
-        self._vocab(skb)
-        self.index = {t: j for j, t in enumerate(self.vocab)}
-
-    def search(self, queries: Sequence[Query], k: int, top_ranked: Sequence[Ranking] | None = None) -> list[Ranking]:
-        out = []
-        for q in queries:
-            terms = _terms(q.text)
-            scores = np.asarray(
-                [sum(self.weights[self.index[t]] for t in terms & d) for d in self.docs], dtype=np.float64
-            )
-            order = np.argsort(-scores, kind="stable")[:k]
-            out.append(Ranking(self.ids[order], scores[order]))
-        return out
 
 
 REGISTRY = {
@@ -137,6 +90,17 @@ def _run(plugins: Any, retriever: str, out: Path, **options: Any) -> Any:
     )
 
 
+def _tampered(run_dir: Path, change: Any, tmp_path: Path) -> Any:
+    """The validation of a copy of ``run_dir`` whose row ``change`` edited."""
+    copy = tmp_path / "tampered"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(run_dir, copy)
+    row = json.loads((copy / "row.json").read_text())
+    change(row)
+    (copy / "row.json").write_text(json.dumps(row))
+    return _valid(copy, tmp_path)
+
+
 def _valid(path: Path, tmp_path: Path) -> Any:
     (result,) = validate(collect(path, tmp_path / "unpacked"))
     return result
@@ -161,13 +125,7 @@ def test_a_component_that_never_ran_flags_the_row_and_validation_recomputes_it(p
         lambda row: row["health"].update(flags=[]),
         lambda row: row.update(health=None),
     ):
-        copy = tmp_path / "tampered"
-        shutil.rmtree(copy, ignore_errors=True)
-        shutil.copytree(outcome.run_dir, copy)
-        row = json.loads((copy / "row.json").read_text())
-        change(row)
-        (copy / "row.json").write_text(json.dumps(row))
-        result = _valid(copy, tmp_path)
+        result = _tampered(outcome.run_dir, change, tmp_path)
         assert not result.ok and any("health" in p for p in result.problems), result.problems
 
 
@@ -374,13 +332,7 @@ def test_a_seeded_row_cannot_say_what_its_seeds_do_not(
         (lambda row: row.update(num_queries=999), "num_queries: the row's is not its seeds'"),
         (lambda row: row["seeds"].update(values=[0, 0]), "given twice"),
     ):
-        copy = tmp_path / "forged"
-        shutil.rmtree(copy, ignore_errors=True)
-        shutil.copytree(outcome.run_dir, copy)
-        row = json.loads((copy / "row.json").read_text())
-        change(row)
-        (copy / "row.json").write_text(json.dumps(row))
-        result = _valid(copy, tmp_path)
+        result = _tampered(outcome.run_dir, change, tmp_path)
         assert not result.ok and any(expected in p for p in result.problems), result.problems
 
     # one zero-shot run copied as if it were three seeds is not a seeded row

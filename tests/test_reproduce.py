@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from click.testing import CliRunner, Result
+from helpers import Seeded
 
 import harness
 from harness import SKB, BuildContext, Query, Ranking
@@ -210,51 +211,6 @@ def test_a_trained_row_trains_again_with_its_recorded_seed(tmp_path: Path) -> No
     )
     assert done.ok, (done.verdict(), done.changes)
     assert done.reproduced.training is not None and done.reproduced.training.seed == 2
-
-
-def _terms(text: str) -> set[str]:
-    return set(re.findall(r"\w+", text.lower()))
-
-
-class Seeded(harness.Retriever):
-    """A trained retriever whose model depends on the seed (as in test_health_seeds.py): random
-    term weights, nudged towards the train split's answers, so each seed's metrics differ."""
-
-    name = "seeded"
-    regime = "trained"
-
-    def _vocab(self, skb: SKB) -> None:
-        self.ids = skb.candidate_ids
-        self.docs = [_terms(skb.document(int(i))) for i in self.ids]
-        self.vocab = sorted(set().union(*self.docs))
-
-    def fit(self, skb: SKB, train: Sequence[Query], context: Any) -> None:
-        self._vocab(skb)
-        weights = 3 * np.random.default_rng(context.seed).random(len(self.vocab))
-        index = {t: j for j, t in enumerate(self.vocab)}
-        for q in train:
-            for a in q.answer_ids:
-                if a < len(self.ids):
-                    for t in _terms(q.text) & self.docs[a]:
-                        weights[index[t]] += 0.2
-        np.save(context.checkpoint_dir / "weights.npy", weights)
-        context.report(1, len(train), 0.0, 0.0)
-
-    def load_checkpoint(self, path: Path) -> None:
-        self.weights = np.load(path / "weights.npy")
-
-    def build(self, skb: SKB, context: BuildContext) -> None:
-        self._vocab(skb)
-        self.index = {t: j for j, t in enumerate(self.vocab)}
-
-    def search(self, queries: Sequence[Query], k: int, top_ranked: Sequence[Ranking] | None = None) -> list[Ranking]:
-        out = []
-        for q in queries:
-            terms = _terms(q.text)
-            scores = np.asarray([sum(self.weights[self.index[t]] for t in terms & d) for d in self.docs])
-            order = np.argsort(-scores, kind="stable")[:k]
-            out.append(Ranking(self.ids[order], scores[order]))
-        return out
 
 
 SEEDED_REGISTRY = {

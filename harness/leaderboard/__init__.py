@@ -20,10 +20,10 @@ the ``leaderboard`` extra (``harness.errors.require`` names it):
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from harness.errors import require
+from harness.io import lazy_exports
 
 #: public name -> module it lives in, imported on first use (as ``harness`` does its exports)
 _LAZY = {"reproduce_command": "harness.leaderboard.reproduce", "run_command": "harness.leaderboard.reproduce"}
@@ -31,13 +31,7 @@ _LAZY = {"reproduce_command": "harness.leaderboard.reproduce", "run_command": "h
 __all__ = ["reproduce_command", "require", "run_command"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'harness.leaderboard' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports("harness.leaderboard", _LAZY, globals())
 
 
 def __dir__() -> list[str]:

@@ -7,8 +7,9 @@ needs the record, not the runner.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from harness.io import lazy_exports
 
 #: public name -> module it lives in
 _EXPORTS = {
@@ -45,13 +46,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'harness.run' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports("harness.run", _EXPORTS, globals())
 
 
 # imported now: the submodule of the same name would otherwise shadow the function once loaded
