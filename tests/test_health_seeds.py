@@ -357,3 +357,15 @@ def test_a_shipped_qrels_file_must_be_the_evaluated_answers(plugins: Any, tmp_pa
     qrels.write_text(qrels.read_text().replace(" 1\n", " 0\n"))  # every answer judged not relevant
     result = _valid(sampled.run_dir, tmp_path)
     assert not result.ok and any("qrels.trec is not the evaluated queries' answers" in p for p in result.problems)
+
+
+def test_a_training_that_kept_the_untrained_model_flags_the_row() -> None:
+    from harness.run.health import summarize
+    from harness.training import TrainingInfo
+
+    fields = {"split": "train", "queries": 8, "digest": "d", "seed": 0, "checkpoint": "c", "checkpoint_digest": "x"}
+    info = TrainingInfo(**fields, seconds=1.0, device="cpu", hardware="cpu", kept_epoch=0)
+    (flag,) = summarize(Seeded, {}, [None], [[0]], [[0]], None, info).flags
+    assert flag.component == "training" and "the untrained model was kept" in flag.reason
+    assert summarize(Seeded, {}, [None], [[0]], [[0]], None, info.model_copy(update={"kept_epoch": 3})).flags == []
+    assert summarize(Seeded, {}, [None], [[0]], [[0]], None, info.model_copy(update={"kept_epoch": None})).flags == []

@@ -299,11 +299,14 @@ def test_early_stopping_puts_the_best_epoch_back(tmp_path: Path) -> None:
     loop.report(10, 0.5, note="x")
     fit = json.loads((tmp_path / "a" / "checkpoint" / "fit.json").read_text())
     assert (fit["epochs"], fit["examples"], fit["note"], fit["seconds"]["prepare"]) == (4, 10, "x", 0.5)
+    assert (fit["kept_epoch"], fit["trained_epochs"]) == (2, 4)  # what the row's training says it kept
 
 
 def test_the_untrained_baseline_competes_and_is_not_asked_again_after_a_resume(tmp_path: Path) -> None:
     loop, weights, _ = _train(tmp_path, [0.5, 0.6], baseline=0.9)
     assert (loop.best_epoch, loop.baseline_score) == (0, 0.9) and not weights.any(), "the untrained weights"
+    loop.report(4, 0.0)
+    assert json.loads((tmp_path / "checkpoint" / "fit.json").read_text())["kept_epoch"] == 0
     resumed = EpochLoop(_context(tmp_path), 2, state=dict, restore=lambda saved: None, metric="val")
     resumed.baseline(lambda: pytest.fail("the baseline was asked again"))
     assert (resumed.resumed_from, resumed.baseline_score, list(resumed)) == (2, 0.9, [])

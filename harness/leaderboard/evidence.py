@@ -89,9 +89,8 @@ def health_problems(
         return []
     retriever: type[Retriever] = get_plugin_manager().components.get("retriever", row.retriever.plugin)
     try:
-        recomputed = summarize(
-            retriever, row.retriever.params, [r.get("details") for r in records], rankings, answers, is_candidate
-        )
+        details = [r.get("details") for r in records]
+        recomputed = summarize(retriever, row.retriever.params, details, rankings, answers, is_candidate, row.training)
     except HarnessError as exc:
         return [f"cannot recompute the row's health: {exc}"]
     problems = compare(row.health, recomputed)

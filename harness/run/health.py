@@ -21,6 +21,7 @@ from harness.errors import HarnessError
 from harness.retriever import FIRST_STAGE, Reranker, Retriever
 from harness.run.record import Health, HealthFlag
 from harness.run.scoring import hit_matrix
+from harness.training import TrainingInfo
 
 
 def per_query(retriever: type[Retriever], details: Mapping[str, Any] | None) -> dict[str, float]:
@@ -48,8 +49,10 @@ def summarize(
     rankings: Sequence[Sequence[int] | np.ndarray],
     answers: Sequence[Sequence[int]],
     is_candidate: np.ndarray | None,
+    training: TrainingInfo | None = None,
 ) -> Health:
-    """The row's health from each query's details (in the order of ``rankings`` and ``answers``)."""
+    """The row's health from each query's details (in the order of ``rankings`` and ``answers``)
+    and, for a trained row, from what its training kept."""
     counters: dict[str, float] = {}
     for d in details:
         for key, value in per_query(retriever, d).items():
@@ -79,6 +82,14 @@ def summarize(
                     f"({check.counter}; at least {check.at_least:.0%} expected)",
                 )
             )
+    if training is not None and training.kept_epoch == 0:
+        flags.append(
+            HealthFlag(
+                component="training",
+                reason="no epoch beat the untrained model on the validation split, so the untrained model was kept: "
+                "the row measures it, not what training learned",
+            )
+        )
     first_stage = _first_stage(details, rankings, answers, is_candidate)
     if issubclass(retriever, Reranker):
         missing = sum(d is None or FIRST_STAGE not in d for d in details)

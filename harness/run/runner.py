@@ -303,6 +303,7 @@ class Runner:
                     [r["ids"] for r in ordered],
                     [q.answer_ids for q in queries],
                     mask,
+                    training,
                 )
                 # a row whose own idea never ran is said at once, not only on the leaderboard
                 notes += [f"flagged: {flag.component}: {flag.reason}" for flag in health.flags]

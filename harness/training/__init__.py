@@ -91,6 +91,11 @@ class TrainingInfo(BaseModel):
         None, ge=0, description="when the retriever trained on part of the split (a sample): how many queries"
     )
     subset_digest: str | None = Field(None, description="digest of that part (ids, texts, answer ids)")
+    kept_epoch: int | None = Field(
+        None,
+        description="the epoch whose weights were kept (0: no epoch beat the untrained model on validation, so the "
+        "untrained model is what is evaluated); none: not recorded",
+    )
     threads: int | None = Field(
         None, description="the threads it trained on (another count trains other weights); none: not recorded"
     )
@@ -293,8 +298,11 @@ def ensure_trained(
             raise HarnessError(
                 f"retriever {name!r}: loading checkpoint {entry} failed ({type(exc).__name__}: {exc})"
             ) from exc
-    # the checkpoint's record, less what the row does not hold
+    # the checkpoint's record, less what the row does not hold; the fit report says which epoch was kept
     fields = {key: value for key, value in recorded.items() if key in TrainingInfo.model_fields}
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        kept = json.loads((entry / "fit.json").read_text(encoding="utf-8")).get("kept_epoch")
+        fields["kept_epoch"] = kept if isinstance(kept, int) and not isinstance(kept, bool) else None
     return TrainingInfo(**fields, checkpoint_digest=directory_digest(entry, skip=(MANIFEST,)))
 
 

@@ -184,7 +184,9 @@ class EpochLoop:
         """The fit report (:meth:`TrainContext.report`): this attempt's epochs, ``examples`` per
         epoch, the seconds preparing and those since the loop started (validation and checkpoints included)."""
         seconds = time.perf_counter() - self.started
-        self.context.report(self.epoch - self.first_epoch, examples, prepare_seconds, seconds, **extra)
+        # which weights training ended with (0: no epoch beat the untrained model), for the row
+        kept = {"kept_epoch": self.kept_epoch, "trained_epochs": self.epoch}
+        self.context.report(self.epoch - self.first_epoch, examples, prepare_seconds, seconds, **kept, **extra)
 
     # -- epoch checkpoints -------------------------------------------------------------
     def _path(self, number: int) -> Path:
