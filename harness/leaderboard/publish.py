@@ -153,8 +153,14 @@ def refresh_readme(readme: str | Path, site: str | Path) -> list[str]:
         head, rest = text.split(start, 1)
         if end not in rest:
             raise HarnessError(f"{path}: {start} has no {end} after it")
-        lines = [line for line in table.read_text(encoding="utf-8").splitlines() if line.startswith("|")]
-        text = head + start + "\n" + "\n".join(lines) + "\n" + end + rest.split(end, 1)[1]
+        # the table, and why a row of it is flagged (the lines that follow it with the mark)
+        lines = [
+            line
+            for line in table.read_text(encoding="utf-8").splitlines()
+            if line.startswith("|") or line.startswith(FLAG_MARK)
+        ]
+        body = "\n".join(lines).replace("|\n" + FLAG_MARK, "|\n\n" + FLAG_MARK, 1)
+        text = head + start + "\n" + body + "\n" + end + rest.split(end, 1)[1]
         replaced.append(table.stem)
     with atomic_write(path) as out:
         out.write(text)
