@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -109,6 +109,52 @@ def table(title: str | None, columns: list[str], rows: list[list[str]], right: s
     for row in rows:
         result.add_row(*row)
     return result
+
+
+#: the narrowest a column of free text that wraps gets in a terminal's table
+WRAPPED_WIDTH = 24
+
+
+def print_table(
+    title: str,
+    columns: list[str],
+    rows: list[list[str]],
+    right: set[str] | None = None,
+    optional: Sequence[str] = (),
+    wrap: Sequence[str] = (),
+) -> None:
+    """A boxed table on a terminal, every cell in full (never cut; only the ``wrap`` columns of
+    free text wrap over lines): the ``optional`` columns that do not fit its width are left
+    out (last first, said below it), and plain text when even the others do not fit. Plain
+    text, every column, one line per row, in a pipe or a file."""
+    from harness.leaderboard.rows import cell_width, plain_table  # rich loads only when a table is printed
+
+    shown = list(columns)
+    if stdout.is_terminal:
+        widths = {c: max(cell_width(str(cell)) for cell in [c, *(r[i] for r in rows)]) for i, c in enumerate(columns)}
+        widths |= {c: min(widths[c], WRAPPED_WIDTH) for c in wrap if c in widths}
+        # rich's box: a border left of each column and one at the end, a space of padding each side
+        dropped = [c for c in reversed(optional) if c in columns]
+        while 1 + sum(widths[c] + 3 for c in shown) > stdout.width and dropped:
+            shown.remove(dropped.pop(0))
+        if 1 + sum(widths[c] + 3 for c in shown) <= stdout.width:
+            result = table(title, shown, [[r[columns.index(c)] for c in shown] for r in rows], right)
+            for column in result.columns:
+                column.no_wrap = column.header not in wrap
+                column.overflow = "fold"  # a word longer than a wrapped column breaks, never ends in "…"
+                column.min_width = widths[str(column.header)]
+            stdout.print(result)
+            hidden = [c for c in columns if c not in shown]
+            if hidden:
+                stdout.print(
+                    f"(hidden at {stdout.width} columns: {', '.join(hidden)}; --format json for all)",
+                    style="dim",
+                    highlight=False,
+                    markup=False,
+                )
+            return
+    click.echo(title)
+    click.echo(plain_table(columns, rows, text_columns=set(columns) - (right or set())), nl=False)
 
 
 @contextmanager

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from harness.cli.common import console, echo_json, format_option, stdout, table
+from harness.cli.common import console, echo_json, format_option, print_table, stdout
 from harness.errors import HarnessError
 from harness.plugins.hookspecs import hookimpl
 
@@ -138,10 +138,10 @@ def evaluate_cmd(
         summary["per_query"] = {q: {m: float(v[i]) for m, v in values.items()} for i, q in enumerate(qids)}
     if fmt == "json":
         echo_json(summary)
-    else:
-        names = list(summary["metrics"])
-        cells = [[f"{v:.4f}" for v in summary["metrics"].values()]]
-        stdout.print(table(f"{run_file}: {len(qids)} queries", names, cells, right=set(names)))
+    else:  # ×100, as run, compare and the leaderboard print them; JSON keeps fractions
+        names = ["queries", *summary["metrics"]]
+        cells = [[str(len(qids)), *(f"{100 * v:.2f}" for v in summary["metrics"].values())]]
+        print_table(f"{run_file} (metrics ×100)", names, cells, right=set(names))
     if missing and complete:
         console.print(
             f"note: {missing} of the {judged} qrels queries are missing from the run (scored 0)",
@@ -213,9 +213,12 @@ def compare(
     if fmt == "json":
         echo_json(results)
         return
+    from harness.analysis.labels import run_labels
+
+    labels = dict(zip(runs, run_labels(list(runs)), strict=True))
     for group in dict.fromkeys(r.get("group") for r in results):
-        _print_comparison([r for r in results if r.get("group") == group], runs[0], metric, field, group)
-    stdout.print("* p < 0.05, ** p < 0.01 (paired randomization test)")
+        _print_comparison([r for r in results if r.get("group") == group], runs[0], metric, field, group, labels)
+    stdout.print("p: paired randomization test (* p < 0.05, ** p < 0.01)")
     if groups:
         tested = {r.get("group") for r in results}
         sizes = Counter(groups[q] for q in load_per_query(runs[0]) if q in groups)
@@ -231,22 +234,27 @@ def compare(
 
 
 def _print_comparison(
-    results: list[dict[str, Any]], baseline: str, metric: str, field: str | None, group: str | None
+    results: list[dict[str, Any]],
+    baseline: str,
+    metric: str,
+    field: str | None,
+    group: str | None,
+    labels: dict[str, str],
 ) -> None:
-    """One table: the baseline's mean, then each run's difference and its tests."""
-    columns = ["run", "mean", "Δ", "95% CI", "p (randomization)", "p (t-test)", ""]
-    cells = [[Path(baseline).name, f"{results[0]['mean_a']:.4f}", "", "", "", "", "baseline"]]
+    """One table: the baseline's mean, then each run's difference and its tests; means and
+    differences ×100, as every table for people prints them (JSON keeps fractions)."""
+    columns = ["run", "mean", "Δ", "95% CI", "p", "p (t-test)"]
+    cells = [[labels[baseline], f"{100 * results[0]['mean_a']:.2f}", "baseline", "", "", ""]]
     for r in results:
-        marker = "**" if r["p_randomization"] < 0.01 else "*" if r["p_randomization"] < 0.05 else ""
+        marker = " **" if r["p_randomization"] < 0.01 else " *" if r["p_randomization"] < 0.05 else ""
         cells.append(
             [
-                Path(r["run"]).name,
-                f"{r['mean_b']:.4f}",
-                f"{r['difference']:+.4f}",
-                f"[{r['ci95_low']:+.4f}, {r['ci95_high']:+.4f}]",
-                f"{r['p_randomization']:.4f}",
+                labels[r["run"]],
+                f"{100 * r['mean_b']:.2f}",
+                f"{100 * r['difference']:+.2f}",
+                f"[{100 * r['ci95_low']:+.2f}, {100 * r['ci95_high']:+.2f}]",
+                f"{r['p_randomization']:.4f}{marker}",
                 f"{r['p_ttest']:.4f}",
-                marker,
             ]
         )
     which = (
@@ -254,9 +262,8 @@ def _print_comparison(
         if group is not None
         else f"{results[0]['queries']} shared queries"
     )
-    stdout.print(
-        table(f"{metric} against {Path(baseline).name} ({which})", columns, cells, right=set(columns) - {"run"})
-    )
+    title = f"{metric} ×100 against {labels[baseline]} ({which})"
+    print_table(title, columns, cells, right=set(columns) - {"run"}, optional=["95% CI", "p (t-test)"])
 
 
 def _compare_files(

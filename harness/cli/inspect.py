@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from harness.cli.common import data_dir_option, echo_json, format_option, registry_option, stdout, table
+from harness.cli.common import data_dir_option, echo_json, format_option, print_table, registry_option, stdout, table
 from harness.errors import HarnessError
 from harness.plugins.hookspecs import hookimpl
 
@@ -23,6 +23,7 @@ def list_(show_params: bool, fmt: str, registry_path: str | None) -> None:
     from harness.cli.runnable import component_params, runnable
     from harness.plugins import get_plugin_manager
     from harness.run import load_registry
+    from harness.run.secrets import redact
 
     plugins = get_plugin_manager()
     loaded_before = len(plugins.failures)
@@ -56,25 +57,40 @@ def list_(show_params: bool, fmt: str, registry_path: str | None) -> None:
         return
     stdout.print(f"[dim]registry: {registry.source}[/dim]")
     for kind in ("datasets", "retrievers"):
-        cells = []
-        for name, info in data[kind].items():
-            details = {k: v for k, v in info.items() if k != "plugin" and v}
-            cells.append([name, info["plugin"], json.dumps(details) if details else ""])
-        stdout.print(table(kind, ["name", "plugin", "details"], cells))
+        # redacted before the table wraps a long URL over lines
+        cells = [[name, info["plugin"], redact(_details(info))] for name, info in data[kind].items()]
+        print_table(kind, ["name", "plugin", "details"], cells, optional=["plugin"], wrap=["details"])
     stdout.print("metrics: " + ", ".join(data["metrics"]), markup=False)
     for kind, names in data["other"].items():
         stdout.print(f"{kind}: " + ", ".join(names), markup=False)
     cells = []
     for c in found.conditions:
-        expected = ", ".join(f"{m}={v:.4f}" for m, v in c.expected.items())
-        cells.append([c.name, c.retriever, c.dataset, c.split, f"{expected} (±{c.tolerance})" if expected else ""])
-    stdout.print(table("conditions", ["name", "retriever", "dataset", "split", "expected"], cells))
+        expected = ", ".join(f"{m}={100 * v:.2f}" for m, v in c.expected.items())  # ×100, as every table
+        tolerance = f" (±{100 * c.tolerance:.2f})" if expected else ""
+        cells.append([c.name, c.retriever, c.dataset, c.split, expected + tolerance])
+    columns = ["name", "retriever", "dataset", "split", "expected (×100)"]
+    print_table("conditions", columns, cells, optional=["retriever", "split", "dataset"], wrap=[columns[-1]])
     if show_params:
         _print_params(data["params"])
     if found.hidden:
         stdout.print(f"[dim]{found.summary()} (--format json lists them)[/dim]", highlight=False)
     for problem in registry.problems:
-        stdout.print(f"[dim]registry: {problem}[/dim]", highlight=False)
+        stdout.print(f"[dim]registry: {redact(problem)}[/dim]", highlight=False)
+
+
+def _details(info: dict[str, Any]) -> str:
+    """A component's entry as a person reads it: ``splits: train, val, test (--all: val, test)``,
+    ``k1=0.9, b=0.4; uses: bm25``."""
+    parts = []
+    if "splits" in info:
+        evaluated = info.get("evaluated") or []
+        also = f" (--all: {', '.join(evaluated)})" if evaluated and evaluated != info["splits"] else ""
+        parts.append(f"splits: {', '.join(info['splits']) or '–'}{also}")
+    if info.get("params"):
+        parts.append(", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in info["params"].items()))
+    if info.get("uses"):
+        parts.append(f"uses: {', '.join(info['uses'])}")
+    return "; ".join(parts)
 
 
 def _print_params(params: dict[str, dict[str, Any]]) -> None:
@@ -90,7 +106,9 @@ def _print_params(params: dict[str, dict[str, Any]]) -> None:
 
 
 def _default(value: Any) -> str:
-    return value if value == "(required)" else json.dumps(value, default=str)
+    from harness.run.secrets import redact
+
+    return value if value == "(required)" else redact(json.dumps(value, default=str))
 
 
 @click.command()

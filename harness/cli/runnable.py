@@ -69,10 +69,19 @@ def runnable(registry: Any, plugins: Any) -> Runnable:
     for name in _names(registry.datasets, components.by_kind.get("dataset", {})):
         component, entry = attempt("dataset", registry.datasets, name, resolve_dataset)
         if component is not None:
+            evaluated = list(entry.splits) if entry else []
+            try:  # every split the dataset has (told cheaply: file names at most), train included
+                known = component.instance.known_splits()
+            except HarnessError:
+                known = None
             found.datasets[name] = {
                 "plugin": component.info.plugin,
                 "params": entry.params if entry else {},
-                "splits": entry.splits if entry else [],
+                # train, val, test first (the order people read them in), any others as the dataset gives them
+                "splits": sorted(known, key=lambda s: (_ORDER.get(s, len(_ORDER)), known.index(s)))
+                if known is not None
+                else evaluated,
+                "evaluated": evaluated,  # what `harness run --all` runs on
             }
     for name in _names(registry.retrievers, components.by_kind.get("retriever", {})):
         chain, entry = attempt("retriever", registry.retrievers, name, resolve_retrievers)
@@ -89,6 +98,9 @@ def runnable(registry: Any, plugins: Any) -> Runnable:
             hidden = {"kind": "condition", "name": condition.name, "reason": CONDITION}
             found.hidden.append({**hidden, "error": f"{missing!r} cannot run here"})
     return found
+
+
+_ORDER = {"train": 0, "val": 1, "test": 2}
 
 
 def _names(entries: dict[str, Any], registered: dict[str, Any]) -> list[str]:

@@ -12,6 +12,7 @@ A row written with the configuration hash of an existing row replaces it.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -212,16 +213,17 @@ def cell_width(text: str) -> int:
     return cell_len(text)
 
 
-def plain_table(header: list[str], cells: list[list[str]]) -> str:
+def plain_table(header: list[str], cells: list[list[str]], text_columns: Iterable[str] = TEXT_COLUMNS) -> str:
     """A table as plain text for pipes and files: every column, nothing cut, aligned with
-    spaces (numbers right-aligned), no box drawing."""
+    spaces (``text_columns`` left-aligned, the numbers right-aligned), no box drawing."""
+    text_columns = set(text_columns)
     widths = [max(cell_width(c) for c in column) for column in zip(header, *cells, strict=True)]
 
     def line(values: list[str]) -> str:
         parts = []
         for name, value, width in zip(header, values, widths, strict=True):
             pad = " " * (width - cell_width(value))
-            parts.append(value + pad if name in TEXT_COLUMNS else pad + value)
+            parts.append(value + pad if name in text_columns else pad + value)
         return "  ".join(parts).rstrip()
 
     return "".join(line(values) + "\n" for values in [header, *cells])
