@@ -229,6 +229,30 @@ def test_a_training_killed_with_sigkill_resumes_from_its_last_complete_epoch(
     _same_as_uninterrupted(resumed, cache, tmp_path)
 
 
+@pytest.mark.slow
+def test_a_sigkilled_training_whose_last_epoch_checkpoint_is_damaged_resumes_from_the_one_before(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The fault campaign's case, for real: a kill -9 after epoch 3's checkpoint is complete,
+    then a byte of that checkpoint's state flipped on disk (its size and manifest untouched)."""
+    cache = tmp_path / "cache"
+    _kill_during_training(tmp_path, cache, {PAUSE_AT: "4"})
+    [work] = (cache / "checkpoints").glob("*.work")
+    state = work / "epochs" / "epoch-003" / "state.pt"
+    assert (state.parent / MANIFEST).is_file(), "epoch 3's checkpoint was not complete when killed"
+    data = bytearray(state.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    state.write_bytes(bytes(data))
+    capfd.readouterr()
+    TorchOverlap.trained.clear()
+    resumed = _run(tmp_path / "resumed", cache)
+    warning = capfd.readouterr().err
+    assert f"warning: epoch checkpoint {state.parent} is damaged (state.pt does not match its digest)" in warning
+    assert TorchOverlap.trained == [3, 4, 5], "not resumed from epoch 2, the last good checkpoint"
+    assert json.loads((checkpoint_entry(resumed, cache) / "fit.json").read_text())["epochs"] == 3
+    _same_as_uninterrupted(resumed, cache, tmp_path)
+
+
 def test_a_damaged_epoch_checkpoint_is_discarded_and_an_earlier_one_resumed(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

@@ -133,13 +133,17 @@ def _valid_record(record: Any) -> bool:
 
 def read_results(path: Path, wanted: set[int], notes: list[str] | None = None) -> dict[int, dict[str, Any]]:
     """Completed queries from the resume log. The log is cut at the first line that is torn
-    (an interruption) or not what the runner writes; what followed is searched again."""
+    (an interruption) or not what the runner writes; what followed is searched again.
+
+    The runner logs a query once. A query logged twice with another record is an error naming
+    both lines (which ranking counts cannot be decided, and neither line may silently win); the
+    same record twice (a log copied or concatenated onto itself) is tolerated, counted once, noted."""
     if not path.exists():
         return {}
-    results: dict[int, dict[str, Any]] = {}
-    good_bytes = 0
+    logged: dict[int, tuple[int, dict[str, Any]]] = {}  # qid → (its line, its record)
+    repeated = good_bytes = 0
     with path.open("rb") as handle:
-        for raw in handle:
+        for number, raw in enumerate(handle, 1):
             if not raw.endswith(b"\n"):
                 break
             try:
@@ -149,9 +153,23 @@ def read_results(path: Path, wanted: set[int], notes: list[str] | None = None) -
             if not _valid_record(record):
                 break  # from here on the log is not the runner's: those queries are searched again
             qid = record["qid"]
-            if qid in wanted:
-                results[qid] = record
+            if qid in logged:
+                first, earlier = logged[qid]
+                if earlier != record:
+                    raise HarnessError(
+                        f"{path}, line {number}: query {qid} is answered a second time, unlike on line {first} "
+                        "(another ranking, scores, details or latency): a resume log holds one record per query, "
+                        f"and which one this run should use cannot be decided. Delete the wrong line ({first} or "
+                        f"{number}) to keep the other's results, or delete {path} (or run with --fresh) to search "
+                        "every query again"
+                    )
+                repeated += 1
+            else:
+                logged[qid] = (number, record)
             good_bytes += len(raw)
+    results = {qid: record for qid, (_, record) in logged.items() if qid in wanted}
+    if repeated and notes is not None:
+        notes.append(f"{path}: {repeated} lines repeat an earlier line word for word; each query counted once")
     if good_bytes != path.stat().st_size:
         if notes is not None:
             notes.append(f"{path}: cut at byte {good_bytes} (a torn or foreign line); those queries run again")

@@ -12,7 +12,8 @@ A run lives in its own directory, named by the hash of its configuration::
     row.json         the leaderboard row
 
 Re-running the same configuration resumes: queries already in ``results.jsonl`` are not
-searched again, and a line cut short by an interruption is discarded. A resumed run whose
+searched again, and a line cut short by an interruption is discarded; a query logged twice
+with different records is an error naming both lines (never the last one silently). A resumed run whose
 retrievers resolve to something else than when it began (``Retriever.provenance``: a hub
 branch that moved) is refused: its answers would come from two models.
 """

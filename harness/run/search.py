@@ -20,6 +20,7 @@ from harness.retriever import ProgressTask, Retriever
 from harness.run.build import Builder, search_batch
 from harness.run.checks import add_usage, check_rankings, clean_ranking
 from harness.run.resolve import RunSpec
+from harness.run.secrets import redacted
 from harness.run.shards import ShardSearch, shard_size
 
 #: the resume log is synced to disk at most this often (and at the end)
@@ -65,6 +66,10 @@ class Search:
                     per_query_ms = 1000 * seconds / len(batch)
                     for query, ranking in zip(batch, rankings, strict=True):
                         if query.id in found:
+                            # delivered twice (a shard run again): logged and counted once; another ranking
+                            # of it is refused, as in the resume log, never one of the two silently kept
+                            again = clean_ranking(spec.retriever, query, ranking, is_candidate, {**dropped})
+                            _same_ranking(found[query.id], record_of(query, again.top(spec.k), 0, 0), results_path)
                             continue
                         ranking = clean_ranking(spec.retriever, query, ranking, is_candidate, dropped).top(spec.k)
                         record = record_of(query, ranking, per_query_ms, len(batch))
@@ -125,6 +130,17 @@ class Search:
             raise HarnessError(f"{str(exc).rstrip('.')}.{then}") from exc
 
 
+def _same_ranking(logged: dict[str, Any], again: dict[str, Any], results_path: Path) -> None:
+    """Refuse a second, different ranking of a query already logged this session (the time it
+    took may differ: a shard run again is timed again)."""
+    if any(logged.get(key) != again.get(key) for key in ("ids", "scores", "details")):
+        raise HarnessError(
+            f"query {logged['qid']} came back twice from the executor's workers with different rankings (a shard "
+            f"run again by a nondeterministic retriever?); the first is kept in {results_path}, and which one the "
+            "run should use cannot be decided: run the same command again to resume from the log"
+        )
+
+
 def record_of(query: Query, ranking: Any, per_query_ms: float, batch_size: int) -> dict[str, Any]:
     """One resume-log line."""
     record = {
@@ -136,5 +152,5 @@ def record_of(query: Query, ranking: Any, per_query_ms: float, batch_size: int) 
         "batch_size": batch_size,
     }
     if ranking.details is not None:
-        record["details"] = ranking.details
+        record["details"] = redacted(ranking.details)  # a URL a retriever reports loses its credentials
     return record

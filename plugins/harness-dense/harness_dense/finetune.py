@@ -7,8 +7,9 @@ and its hard negatives: the first stage's best candidates that are not its answe
 before training). A query with several answers gives one example per answer; batches are drawn
 so that no example's documents answer another query of its batch (an in-batch "negative" that
 is right would teach the model to push a right answer away). Each epoch ends in a checkpoint in
-``context.work_dir`` (the trainer's own: weights, optimizer, scheduler, RNG states), marked
-complete only once written, so a killed training resumes after its last finished epoch. With a
+``context.work_dir`` (the trainer's own: weights, optimizer, scheduler, RNG states) with a
+manifest of digests written last and verified before a resume, so a killed training resumes after
+its last finished epoch, and one damaged on disk is discarded with a warning for the one before. With a
 validation split, every epoch is scored (``eval_metric`` over a pool of candidates: each
 validation query's answers and the first stage's top ``eval_pool``), the best epoch is kept and
 training stops early after ``patience`` epochs without improvement.

@@ -15,8 +15,6 @@ import numpy as np
 
 import harness
 
-COMPLETE = "complete.json"  # written into a trainer checkpoint once the trainer has finished writing it
-
 
 def _answers(skb: harness.SKB, query: harness.Query) -> list[int]:
     """The query's answers that are candidates (only those can be retrieved), in order."""

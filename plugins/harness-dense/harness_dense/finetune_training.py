@@ -1,9 +1,16 @@
 """The training loop of ``dense-ft``: sentence-transformers' trainer, with the harness's progress
 bars, curve and resumable epoch checkpoints. Imported only when a model is trained (it loads
-torch, transformers and datasets)."""
+torch, transformers and datasets).
+
+The trainer's epoch checkpoints are verified as the harness's own are (``harness.EpochLoop``'s,
+the caches'): a manifest of digests (``harness.write_manifest``) is written into each once the
+trainer has finished it, last; before a resume every checkpoint is checked against it
+(``harness.verified_entry``), and one cut short by a kill or damaged on disk is deleted with a
+warning, the trainer resuming from the last good one (or from scratch)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import time
@@ -21,7 +28,7 @@ from transformers.trainer_callback import (
 
 import harness
 from harness_dense.embeddings import resolve_model
-from harness_dense.finetune_data import COMPLETE, Examples, Validation, batches
+from harness_dense.finetune_data import Examples, Validation, batches
 
 try:  # where sentence-transformers 5 keeps them (the old paths still work there, with a warning)
     from sentence_transformers.base.sampler import DefaultBatchSampler
@@ -85,8 +92,8 @@ class _Evaluator(SentenceEvaluator):
 class _Report(TrainerCallback):
     """A progress bar per epoch (its title: the last epoch's loss and validation score), the
     curve (``context.log``: the loss every ``log_steps`` steps, each epoch's mean loss and
-    validation score), and the mark that makes an epoch checkpoint resumable. A step or epoch
-    the curve already holds (logged before a kill) is not logged again."""
+    validation score), and the manifest that makes an epoch checkpoint resumable. A step or
+    epoch the curve already holds (logged before a kill) is not logged again."""
 
     def __init__(self, context: Any, epochs: int, log_steps: int, metric: str | None) -> None:
         self.context, self.epochs, self.log_steps, self.metric = context, epochs, log_steps, metric
@@ -130,19 +137,19 @@ class _Report(TrainerCallback):
             self.task = None
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        checkpoint = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         epoch = round(state.epoch or 0)
-        harness.write_json(checkpoint / COMPLETE, {"epoch": epoch, "step": state.global_step})  # resumable now
-        if epoch in self.logged_epochs:
-            return
-        point: dict[str, float | int] = {"epoch": epoch, "step": state.global_step}
-        if self.losses:
-            point["train_loss"] = sum(self.losses) / len(self.losses)
-        if self.score is not None and self.metric:
-            point[f"val_{self.metric}"] = self.score
-        self.context.log(**point)
-        self.logged_epochs.add(epoch)
-        self.summary = _summary(point, self.metric)
+        if epoch not in self.logged_epochs:
+            point: dict[str, float | int] = {"epoch": epoch, "step": state.global_step}
+            if self.losses:
+                point["train_loss"] = sum(self.losses) / len(self.losses)
+            if self.score is not None and self.metric:
+                point[f"val_{self.metric}"] = self.score
+            self.context.log(**point)
+            self.logged_epochs.add(epoch)
+            self.summary = _summary(point, self.metric)
+        # Last, after the epoch's point (a kill before it leaves the epoch to train and log again):
+        # the trainer has written the checkpoint whole, and its digests make it resumable.
+        harness.write_manifest(Path(args.output_dir) / f"checkpoint-{state.global_step}")
 
 
 def _summary(point: dict[str, Any], metric: str | None) -> str:
@@ -152,15 +159,47 @@ def _summary(point: dict[str, Any], metric: str | None) -> str:
     return ", ".join(parts)
 
 
+def _step(checkpoint: Path) -> int:
+    return int(checkpoint.name.removeprefix("checkpoint-"))
+
+
+def _best(checkpoint: Path) -> str | None:
+    """The name of the checkpoint the trainer holds as the best one at ``checkpoint`` (None: none)."""
+    with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+        best = json.loads((checkpoint / "trainer_state.json").read_text(encoding="utf-8"))["best_model_checkpoint"]
+        return Path(best).name if best else None
+    return None
+
+
 def _resumable(output: Path) -> Path | None:
-    """The last trainer checkpoint marked complete; unmarked ones (cut short by a kill) go."""
-    found = []
-    for checkpoint in output.glob("checkpoint-*"):
-        if (checkpoint / COMPLETE).is_file():
-            found.append((json.loads((checkpoint / COMPLETE).read_text(encoding="utf-8"))["step"], checkpoint))
-        else:
+    """The last trainer checkpoint that matches its manifest and whose best checkpoint (which the
+    trainer puts back at the end) does too. One without a manifest (cut short by a kill) or
+    damaged on disk is deleted with a warning (``harness.verified_entry``), and so are those
+    after the one resumed: their epochs train again. None: training starts from scratch."""
+    found = [c for c in output.glob("checkpoint-*") if c.is_dir() and c.name.removeprefix("checkpoint-").isdigit()]
+    found.sort(key=_step)
+    resumed = None
+    for checkpoint in reversed(found):
+        if not checkpoint.exists() or not harness.verified_entry(checkpoint):
+            continue  # gone as another's damaged best, or damaged: deleted with a warning
+        best = _best(checkpoint)
+        if best is None or best == checkpoint.name or harness.verified_entry(output / best):
+            resumed = checkpoint
+            break
+    for checkpoint in found:
+        if resumed is None or _step(checkpoint) > _step(resumed):
             shutil.rmtree(checkpoint, ignore_errors=True)
-    return max(found)[1] if found else None
+    return resumed
+
+
+def _cut_curve(context: Any, step: int) -> None:
+    """Drop the curve's points after ``step`` (an earlier attempt logged them past the checkpoint
+    resumed): the resumed training logs them again, so the curve is that of the model kept."""
+    curve = context.curve()
+    kept = [point for point in curve if point.get("step", 0) <= step]
+    if len(kept) < len(curve):
+        with harness.atomic_write(Path(context.work_dir) / "curve.jsonl") as handle:
+            handle.write("".join(json.dumps(point) + "\n" for point in kept))
 
 
 def train_model(
@@ -180,6 +219,9 @@ def train_model(
     if o.max_length:
         model.max_seq_length = o.max_length
     output = Path(context.work_dir) / "trainer"
+    # before the curve is read (the report's): a resume from an earlier checkpoint cuts it back
+    resume = _resumable(output)
+    _cut_curve(context, _step(resume) if resume else 0)
     metric = validation.metric.name if validation else None
     selecting = validation is not None
     args = SentenceTransformerTrainingArguments(
@@ -199,7 +241,9 @@ def train_model(
         load_best_model_at_end=selecting,
         metric_for_best_model=f"eval_val_{metric}" if selecting else None,
         greater_is_better=True,
-        save_total_limit=1,  # with load_best_model_at_end the best is kept as well
+        # the last two (the best as well, with load_best_model_at_end): a damaged last one
+        # leaves an earlier one to resume from
+        save_total_limit=2,
         logging_strategy="steps",
         logging_steps=1,
         report_to="none",
@@ -221,7 +265,6 @@ def train_model(
     )
     for quiet in (PrinterCallback, ProgressCallback):  # the harness draws its own bars
         trainer.remove_callback(quiet)
-    resume = _resumable(output)
     started = time.perf_counter()
     trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     trained = time.perf_counter() - started

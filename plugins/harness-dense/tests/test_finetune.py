@@ -188,44 +188,101 @@ def test_two_trainings_with_one_seed_give_the_same_weights(
     assert again.name == uninterrupted.name and _weights(again) == _weights(uninterrupted)
 
 
+#: the killed ``harness train``: it stops once the epoch checkpoint of step ``argv[1]`` is complete
+#: (its manifest written), touches ``argv[2]`` and waits for the kill; ``argv[3:]``: the command's
+KILLED = """
+import sys, time
+from pathlib import Path
+
+from harness_dense import finetune_training
+
+pause_at, marker = int(sys.argv[1]), Path(sys.argv[2])
+on_save = finetune_training._Report.on_save
+
+
+def paused(self, args, state, control, **kwargs):
+    on_save(self, args, state, control, **kwargs)
+    if state.global_step == pause_at:
+        marker.touch()
+        time.sleep(600)
+
+
+finetune_training._Report.on_save = paused
+from harness.cli import main
+
+main(sys.argv[3:])
+"""
+
+
+def _kill_after_checkpoint(where: dict[str, str], cache: Path, tmp_path: Path, step: int) -> Path:
+    """Run ``harness train`` of ``tiny-ft`` in a process, SIGKILL it once the epoch checkpoint of
+    ``step`` is complete (two steps per epoch), and return the training's work directory."""
+    env = {**os.environ, "HARNESS_CACHE": str(cache), "OMP_NUM_THREADS": "1"}
+    marker, log = tmp_path / "paused", tmp_path / "killed.log"
+    command = [sys.executable, "-c", KILLED, str(step), str(marker), "--plugins-dir", where["plugins"], "train"]
+    command += ["-r", "tiny-ft", "-d", "tiny-train", "--validation-split", "none", "--registry", where["registry"]]
+    with open(log, "wb") as output:
+        process = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=output, stderr=output)
+        deadline = time.monotonic() + 300
+        while not marker.exists():
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                pytest.fail(f"the training never reached step {step}:\n{log.read_text(errors='replace')[-3000:]}")
+            time.sleep(0.05)
+        process.send_signal(signal.SIGKILL)  # as a power cut would: no handler runs
+        assert process.wait(timeout=60) == -signal.SIGKILL
+    [work] = list(cache.glob("checkpoints/*.work"))
+    return work
+
+
+def _curve(checkpoint: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (checkpoint / "curve.jsonl").read_text().splitlines()]
+
+
 @pytest.mark.slow
 def test_a_killed_training_resumes_after_its_last_epoch(
     command_line: dict[str, str], uninterrupted: Path, tmp_path: Path
 ) -> None:
     cache = tmp_path / "cache"
-    env = {**os.environ, "HARNESS_CACHE": str(cache), "OMP_NUM_THREADS": "1"}
-    command = [str(Path(sys.executable).with_name("harness")), "--plugins-dir", command_line["plugins"], "train"]
-    command += [
-        "-r",
-        "tiny-ft",
-        "-d",
-        "tiny-train",
-        "--validation-split",
-        "none",
-        "--registry",
-        command_line["registry"],
-    ]
-    process = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 300
-    while not list(cache.glob("checkpoints/*.work/trainer/checkpoint-*/complete.json")):
-        assert process.poll() is None, process.communicate()[0].decode()
-        assert time.monotonic() < deadline, "no epoch checkpoint after 300 s"
-        time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)  # as a power cut would: no handler runs
-    process.wait()
-    assert process.returncode == -signal.SIGKILL, "training finished before it could be killed"
-    [work] = list(cache.glob("checkpoints/*.work"))
-    assert [
-        json.loads(line)["epoch"] for line in (work / "curve.jsonl").read_text().splitlines() if "epoch" in line
-    ] == [1]
+    work = _kill_after_checkpoint(command_line, cache, tmp_path, 2)
+    assert [p["epoch"] for p in _curve(work) if "epoch" in p] == [1]
 
     resumed = _train(command_line, cache)
     fit = json.loads((resumed / "fit.json").read_text())
     assert fit["resumed_from"] == "checkpoint-2" and fit["epochs"] == 3 and fit["steps"] == 6
-    curve = [json.loads(line) for line in (resumed / "curve.jsonl").read_text().splitlines()]
+    curve = _curve(resumed)
     assert [p["epoch"] for p in curve if "epoch" in p] == [1, 2, 3]  # each epoch once
     assert [p["step"] for p in curve if "epoch" not in p] == list(range(1, 7))
     assert _weights(resumed) == _weights(uninterrupted)  # as if it had never stopped
+    assert not work.exists()
+
+
+@pytest.mark.slow
+def test_a_killed_training_whose_last_epoch_checkpoint_is_damaged_resumes_from_the_one_before(
+    command_line: dict[str, str], uninterrupted: Path, tmp_path: Path
+) -> None:
+    """The fault campaign's case: a kill -9 after epoch 2's checkpoint is complete, then a byte of
+    its weights flipped on disk (the size unchanged), which a resume trusting a marker loads."""
+    cache = tmp_path / "cache"
+    work = _kill_after_checkpoint(command_line, cache, tmp_path, 4)
+    trainer = work / "trainer"
+    assert sorted(p.name for p in trainer.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
+    weights = trainer / "checkpoint-4" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    weights.write_bytes(bytes(data))
+
+    result = _harness(command_line, cache, "train", "-r", "tiny-ft", "-d", "tiny-train", "--validation-split", "none")
+    assert result.exit_code == 0, result.output
+    damaged = trainer / "checkpoint-4"
+    assert f"{damaged} is damaged (model.safetensors does not match its digest)" in result.stderr
+    resumed = _checkpoint(cache, "tiny-ft")
+    fit = json.loads((resumed / "fit.json").read_text())
+    assert fit["resumed_from"] == "checkpoint-2" and fit["epochs"] == 3 and fit["steps"] == 6
+    curve = _curve(resumed)
+    assert [p["epoch"] for p in curve if "epoch" in p] == [1, 2, 3]  # epoch 2 logged again, once
+    assert [p["step"] for p in curve if "epoch" not in p] == list(range(1, 7))
+    assert _weights(resumed) == _weights(uninterrupted)  # not the damaged weights' descendant
     assert not work.exists()
 
 
