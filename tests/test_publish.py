@@ -339,9 +339,9 @@ def test_cells_significantly_below_the_best_are_marked_after_the_correction(boar
 
 
 def test_pages_are_made_for_a_phone(board: Path, tmp_path: Path) -> None:
-    """What keeps a page from scrolling sideways at 390 px (checked in a browser elsewhere): the
-    viewport tag, the media query that turns rows into cards, labels for the cards' values, the
-    columns left to the details, a plot that scales."""
+    """What keeps a page from scrolling sideways at 390 px (checked in a browser in
+    tests/test_site_layout.py): the viewport tag, the order in which the script drops columns
+    that are in every row's details, cards with labels for their values, a plot that scales."""
     publish(board, tmp_path / "site", METRICS)
     for page in (tmp_path / "site").glob("*.html"):
         text = page.read_text()
@@ -352,3 +352,5 @@ def test_pages_are_made_for_a_phone(board: Path, tmp_path: Path) -> None:
     body = text.split("<tbody>")[1].split("</tbody>")[0]
     assert body.count("<td") == body.count("data-label=")
     assert 'class="num minor" scope="col">p95 ms' in text and 'class="text minor" data-label="date"' in text
+    assert 'data-drop="6" class="num minor" scope="col">p95 ms' in text and "table.board.cards" in text
+    assert '<option value="hit@1" selected>' in text  # the plot opens on the table's sort metric

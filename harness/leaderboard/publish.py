@@ -2,7 +2,7 @@
 
 ``publish(leaderboard_dir, out)`` writes::
 
-    index.html            the datasets, their splits and the best row of each
+    index.html            the datasets, their splits and the best rows of each (top 5, flagged rows apart)
     <dataset>.html        one page per dataset: per split a sortable table and a
                           metric-vs-latency scatter plot (metric chosen on the page)
     LEADERBOARD.md        every dataset/split as a Markdown table, for READMEs and PRs

@@ -24,6 +24,7 @@ from harness.leaderboard.views import (
     ranked,
     record,
     sample_seed,
+    seeded_text,
     site_note,
     slug,
     splits,
@@ -91,35 +92,46 @@ def dataset_page(
     return _page(f"{dataset} leaderboard", _nav(datasets, dataset), body, [record(r) for r in rows])
 
 
-#: the table's columns after the metrics: (header, sort type, shown on a narrow screen); those
-#: not shown there are in every row's details, so a phone loses nothing but the side-by-side view
+#: the table's columns after the metrics: (header, sort type, shown on a narrow screen, drop order).
+#: The page's script drops columns in drop order (lowest first) while a table is wider than its box,
+#: then turns it into cards; what it drops is in every row's details, so a narrow screen loses
+#: nothing but the side-by-side view. 0: never dropped (the metrics, the name).
 _TAIL = [
-    ("p vs best", "number", False),
-    ("p50 ms", "number", True),
-    ("p95 ms", "number", False),
-    ("regime", "text", False),
-    ("LLM", "text", False),
-    ("cost (USD)", "number", False),
-    ("date", "text", False),
-    ("harness", "text", False),
+    ("p vs best", "number", False, 7),
+    ("p50 ms", "number", True, 9),
+    ("p95 ms", "number", False, 6),
+    ("regime", "text", False, 5),
+    ("LLM", "text", False, 4),
+    ("cost (USD)", "number", False, 3),
+    ("date", "text", False, 2),
+    ("harness", "text", False, 1),
 ]
+
+
+def _head(cells: list[tuple[str, str, bool, int]], metrics: list[str], sorted_by: str | None) -> str:
+    """A header row: ``data-drop`` is the column's drop order, ``data-metric`` lets a click on it
+    set the plot's metric, ``aria-sort`` says which column the rows come sorted by."""
+    esc = html.escape
+    out = []
+    for name, kind, shown, drop in cells:
+        attrs = f' data-type="{kind}"' + (f' data-drop="{drop}"' if drop else "")
+        attrs += f' data-metric="{esc(name)}"' if name in metrics else ""
+        attrs += ' aria-sort="descending"' if name == sorted_by else ""
+        attrs += f' class="{"text" if kind == "text" else "num"}{"" if shown else " minor"}" scope="col"'
+        out.append(f"<th{attrs}>{esc(name)}</th>")
+    return "<tr>" + "".join(out) + "</tr>"
 
 
 def _table(
     split: str, rows: list[LeaderboardRow], columns: list[str], versus: Versus | None, root: Path | None, flagged: bool
 ) -> str:
     esc = html.escape
-    head_cells = [("retriever", "text", True), ("queries", "number", True)]
-    head_cells += [(m, "number", True) for m in columns]
-    head_cells += _TAIL
-    head = "".join(
-        f'<th data-type="{kind}" class="{"text" if kind == "text" else "num"}{"" if shown else " minor"}" '
-        f'scope="col">{esc(name)}</th>'
-        for name, kind, shown in head_cells
-    )
+    head_cells = [("retriever", "text", True, 0), ("queries", "number", True, 8)]
+    head_cells += [(m, "number", True, 0) for m in columns]
+    head = _head(head_cells + _TAIL, columns, columns[0] if columns else None)
     body_rows = [_row(row, columns, versus, root) for row in rows]
     return f"""<div class="scroll"><table class="board{" flagged" if flagged else ""}" data-split="{esc(split)}">
-<thead><tr>{head}</tr></thead>
+<thead>{head}</thead>
 <tbody>
 {chr(10).join(body_rows)}
 </tbody>
@@ -128,14 +140,7 @@ def _table(
 
 def _row(row: LeaderboardRow, columns: list[str], versus: Versus | None, root: Path | None) -> str:
     esc = html.escape
-    classes = []
-    badges = ""
-    if row.sample:
-        classes.append("sample")
-        badges += f'<span class="badge sample" title="seeded sample of the split">{row.sample:.0%} sample</span>'
-    if row.regime == "llm-at-query-time":
-        classes.append("llm")
-        badges += '<span class="badge llm" title="an LLM runs at query time">LLM</span>'
+    classes, badges = _marks(row)
     flags = flags_of(row)
     reasons = ""
     if flags:
@@ -167,12 +172,29 @@ def _row(row: LeaderboardRow, columns: list[str], versus: Versus | None, root: P
         (row.timestamp.isoformat(), row.timestamp.date().isoformat(), "text"),
         (None, esc(row.versions.harness), "text"),
     ]
-    for (label, _, shown), (value, text, kind) in zip(_TAIL, tail, strict=True):
+    for (label, _, shown, _), (value, text, kind) in zip(_TAIL, tail, strict=True):
         cls = " ".join(c for c in ("text" if kind == "text" else "", "" if shown else "minor") if c)
         attrs = (f' class="{cls}"' if cls else "") + f' data-label="{esc(label)}"'
         attrs += f' data-value="{value}"' if value is not None else ""
         cells.append(f"<td{attrs}>{text}</td>")
-    return f'<tr class="{" ".join(classes)}">' + "".join(cells) + "</tr>"
+    return f'<tr id="{row_id(row)}" class="{" ".join(classes)}">' + "".join(cells) + "</tr>"
+
+
+def row_id(row: LeaderboardRow) -> str:
+    """The row's anchor on its dataset's page, which the overview links to."""
+    return f"row-{slug(row.split)}-{slug(row.config_hash)}"
+
+
+def _marks(row: LeaderboardRow) -> tuple[list[str], str]:
+    """The row's classes and badges for a sample and an LLM at query time."""
+    classes, badges = [], ""
+    if row.sample:
+        classes.append("sample")
+        badges += f'<span class="badge sample" title="seeded sample of the split">{row.sample:.0%} sample</span>'
+    if row.regime == "llm-at-query-time":
+        classes.append("llm")
+        badges += '<span class="badge llm" title="an LLM runs at query time">LLM</span>'
+    return classes, badges
 
 
 def _metric_cell(row: LeaderboardRow, metric: str, versus: Versus | None) -> str:
@@ -221,9 +243,9 @@ def _split_section(
     split: str, rows: list[LeaderboardRow], columns: list[str], versus: Versus | None, root: Path | None = None
 ) -> str:
     esc = html.escape
+    # the plot opens on the metric the table is sorted by, so that both show the same ranking
     options = "".join(
-        f'<option value="{esc(m)}"{" selected" if i == len(columns) - 1 else ""}>{esc(m)}</option>'
-        for i, m in enumerate(columns)
+        f'<option value="{esc(m)}"{" selected" if i == 0 else ""}>{esc(m)}</option>' for i, m in enumerate(columns)
     )
     # A flagged row's distinguishing component never ran, so its numbers are not the system's it
     # names: it goes to a table of its own below the ranking rather than un-ranked among the others,
@@ -248,7 +270,7 @@ show: its numbers measure something other than the system it names, so it is not
 {esc(site_note(columns, versus))}</p>
 <figure class="plot" data-split="{esc(split)}">
 <label>metric <select aria-label="metric to plot">{options}</select></label>
-<svg width="760" height="340" viewBox="0 0 760 340" role="img" aria-label="metric against latency, {esc(split)}"></svg>
+<svg viewBox="0 0 760 340" role="img" aria-label="metric against latency, {esc(split)}"></svg>
 <noscript><p>The plot needs JavaScript; the table below has every number.</p></noscript>
 <figcaption>Each point is a row: higher is better, further left is faster. Orange: an LLM at query time;
 hollow: evaluated on a sample; grey: flagged.</figcaption>
@@ -257,34 +279,65 @@ hollow: evaluated on a sample; grey: flagged.</figcaption>
 </section>"""
 
 
+#: how many of a split's best rows the overview shows
+TOP = 5
+
+
 def index_page(by_dataset: dict[str, list[LeaderboardRow]], metrics: list[str] | None) -> str:
+    """The overview: per dataset and split, a small table of its best rows by the first metric
+    (flagged rows left out: they never rank), each linking to its row on the dataset's page."""
     esc = html.escape
     datasets = sorted(by_dataset)
-    items = []
+    sections = []
     for dataset in datasets:
-        parts = []
+        parts = [f'<h2><a href="{esc(page_name(dataset))}">{esc(dataset)}</a></h2>']
         for split, rows in splits(by_dataset[dataset]):
             columns = metric_columns(rows, metrics)
-            best = ranked([r for r in rows if not flags_of(r)] or rows, columns)[0]
-            lead = (
-                f"{esc(columns[0])} {100 * best.metrics[columns[0]]:.2f}"
-                if columns and columns[0] in best.metrics
-                else ""
-            )
+            best = [r for r in ranked(rows, columns) if not flags_of(r)]
+            count = min(len(best), TOP)
+            link = f"{esc(page_name(dataset))}#split-{esc(slug(split))}"
+            more = f'; <a href="{link}">all {len(rows)}</a>' if len(rows) > count else ""
+            by = esc(columns[0]) if columns else "name"
             parts.append(
-                f'<a href="{esc(page_name(dataset))}#split-{esc(slug(split))}">{esc(split)}</a> '
-                f'<span class="dim">({len(rows)} rows; best: {esc(display_name(best))} {lead})</span>'
+                f'<h3><a href="{link}">{esc(split)}</a> <span class="dim">best {count} of {_rows(len(rows))} by '
+                f"{by}{more}</span></h3>"
             )
-        items.append(
-            f'<li><a href="{esc(page_name(dataset))}"><strong>{esc(dataset)}</strong></a> — '
-            + "; ".join(parts)
-            + "</li>"
-        )
-    body = f"""<section>
-<p class="note">Retrieval on semi-structured knowledge bases. One page per dataset; every row links a
+            none = '<p class="note">every row is flagged: none ranked</p>'
+            parts.append(_best_table(dataset, split, best[:TOP], columns) if best else none)
+        sections.append(f'<section class="dataset">\n{chr(10).join(parts)}\n</section>')
+    body = f"""<p class="note">Retrieval on semi-structured knowledge bases. One page per dataset; every row links a
 configuration to its per-query results in the leaderboard repository.</p>
-<ul class="datasets">
-{chr(10).join(items)}
-</ul>
-</section>"""
+{chr(10).join(sections)}"""
     return _page("stark-harness leaderboard", _nav(datasets, None), body, [])
+
+
+def _best_table(dataset: str, split: str, rows: list[LeaderboardRow], columns: list[str]) -> str:
+    """A split's best rows: rank, name, its first three metrics and p50 latency (the page's
+    script drops the later metrics and latency first when the table is wider than the screen)."""
+    esc = html.escape
+    shown = columns[:3]
+    cells = [("#", "number", True, 0), ("retriever", "text", True, 0)]
+    cells += [(m, "number", True, 3 - i if i else 0) for i, m in enumerate(shown)] + [("p50 ms", "number", True, 3)]
+    body = []
+    for rank, row in enumerate(rows, 1):
+        classes, badges = _marks(row)
+        name = display_name(row)
+        link = f"{esc(page_name(dataset))}#{row_id(row)}"
+        tds = [
+            f'<td data-label="#" data-value="{rank}">{rank}</td>',
+            f'<td class="name" data-label="retriever" data-value="{esc(name)}"><a class="retriever" href="{link}">'
+            f"{esc(name)}</a>{badges}</td>",
+        ]
+        for m in shown:
+            value = row.metrics.get(m)
+            text = "–" if value is None else seeded_text(row, m) or f"{100 * value:.2f}"
+            raw = "" if value is None else repr(value)
+            tds.append(f'<td data-label="{esc(m)}" data-value="{raw}">{esc(text)}</td>')
+        tds.append(f'<td data-label="p50 ms" data-value="{row.latency.p50_ms!r}">{row.latency.p50_ms:.2f}</td>')
+        body.append(f'<tr class="{" ".join(classes)}">{"".join(tds)}</tr>')
+    return f"""<div class="scroll"><table class="board summary" data-split="{esc(split)}">
+<thead>{_head(cells, shown, shown[0] if shown else None)}</thead>
+<tbody>
+{chr(10).join(body)}
+</tbody>
+</table></div>"""
