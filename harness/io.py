@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import hashlib
 import importlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
+
+from harness.errors import HarnessError
 
 
 @contextlib.contextmanager
@@ -87,42 +91,112 @@ def _alive(pid: int) -> bool:
 def atomic_write(path: str | os.PathLike[str], mode: str = "w", durable: bool = True) -> Iterator[IO[Any]]:
     """Open a temporary file beside ``path``; rename it over ``path`` only on success.
     ``durable``: flushed to disk before the rename (what a crash must not lose); without it the
-    file is still whole or absent after a crash of this process, only not after a power loss."""
+    file is still whole or absent after a crash of this process, only not after a power loss.
+    A full disk is one :class:`NoSpaceError` naming ``path``."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    clean_stale(target)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=temp_prefix(target), suffix=".tmp")
-    try:
-        with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as handle:
-            yield handle
-            handle.flush()
-            if durable:
-                os.fsync(handle.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; keep the usual mode
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with _writing(target):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        clean_stale(target)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=temp_prefix(target), suffix=".tmp")
+        try:
+            with _renamed(Path(tmp), target), os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as handle:
+                yield handle
+                handle.flush()
+                if durable:
+                    os.fsync(handle.fileno())
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; keep the usual mode
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
 
 
 @contextlib.contextmanager
 def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Build a directory under a temporary name; move it into place only on success."""
+    """Build a directory under a temporary name; move it into place only on success. A full
+    disk while it is built is one :class:`NoSpaceError` naming the file in ``path``."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    clean_stale(target)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=temp_prefix(target), suffix=".tmp"))
-    tmp.chmod(0o777 & ~_umask())  # mkdtemp makes it private; the result is an ordinary directory
-    try:
-        yield tmp
-        if target.exists():
-            # Another process finished first; keep theirs (contents are keyed, so equal).
+    with _writing(target):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        clean_stale(target)
+        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=temp_prefix(target), suffix=".tmp"))
+        try:
+            with _renamed(tmp, target):
+                tmp.chmod(0o777 & ~_umask())  # mkdtemp makes it private; the result is an ordinary directory
+                yield tmp
+            if target.exists():
+                # Another process finished first; keep theirs (contents are keyed, so equal).
+                _rmtree(tmp)
+            else:
+                os.replace(tmp, target)
+        except BaseException:
             _rmtree(tmp)
-        else:
-            os.replace(tmp, target)
-    except BaseException:
-        _rmtree(tmp)
+            raise
+
+
+# -- a full disk: one error that says so and names the file ------------------------------
+
+#: numpy's ``tofile`` (under ``np.save``) when ``fwrite`` falls short: an OSError without errno
+_SHORT_WRITE = re.compile(r"(\d+) requested and (\d+) written")
+_FULL = {errno.ENOSPC: "no space left on device", getattr(errno, "EDQUOT", -1): "disk quota exceeded"}
+
+
+class NoSpaceError(HarnessError, OSError):
+    """The disk (or the user's quota) filled while writing ``filename``: a :class:`HarnessError`
+    (one line from the CLI) that is still an ``OSError`` (a cache that gives up on a full disk
+    still catches it)."""
+
+    def __init__(self, message: str, code: int = errno.ENOSPC, filename: str | None = None) -> None:
+        super().__init__(message)
+        self.errno, self.filename = code, filename
+
+    def __str__(self) -> str:
+        return str(self.args[0])  # not OSError's "[Errno N] strerror: filename"
+
+
+def no_space(exc: BaseException, path: str | os.PathLike[str] | None = None) -> NoSpaceError | None:
+    """``exc`` as a :class:`NoSpaceError` when it is a full disk (``ENOSPC``, ``EDQUOT``, numpy's
+    short write, or a Rust library's I/O error such as safetensors'), naming ``exc.filename`` or
+    else ``path``; None for any other error."""
+    if isinstance(exc, NoSpaceError):
+        return exc
+    if not isinstance(exc, OSError):  # safetensors: "... (os error 28)", not an OSError
+        if isinstance(exc, HarnessError) or "No space left on device" not in str(exc):
+            return None  # a harness error says what it means already
+        exc = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    short = _SHORT_WRITE.search(str(exc)) if exc.errno is None else None
+    code = errno.ENOSPC if short else exc.errno
+    if code is None or code not in _FULL:
+        return None
+    name = exc.filename if isinstance(exc.filename, (str, os.PathLike)) else path
+    where = f" while writing {os.fspath(name)}" if name is not None else ""
+    detail = f" ({short.group(1)} items requested, {short.group(2)} written)" if short else ""
+    return NoSpaceError(f"{_FULL[code]}{where}{detail}", code, None if name is None else os.fspath(name))
+
+
+@contextlib.contextmanager
+def _writing(target: Path) -> Iterator[None]:
+    """A full disk while writing ``target`` becomes one :class:`NoSpaceError`."""
+    try:
+        yield
+    except Exception as exc:
+        full = no_space(exc, target)
+        if full is None or full is exc:
+            raise
+        raise full from exc
+
+
+@contextlib.contextmanager
+def _renamed(tmp: Path, target: Path) -> Iterator[None]:
+    """An OSError naming the temporary ``tmp`` (or a file in it) names ``target`` instead: the
+    temporary name means nothing to the user."""
+    try:
+        yield
+    except OSError as exc:
+        name = os.fspath(exc.filename) if isinstance(exc.filename, (str, os.PathLike)) else None
+        if isinstance(name, str) and (name == str(tmp) or name.startswith(str(tmp) + os.sep)):
+            exc.filename = str(target) + name[len(str(tmp)) :]
         raise
 
 

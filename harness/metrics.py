@@ -77,10 +77,24 @@ DEFAULT_METRICS = ("hit@1", "hit@5", "recall@20", "recall@100", "mrr", "map@100"
 _SPEC = re.compile(r"^([a-z_][a-z0-9_]*)(?:@(-?\d+))?$")
 
 
+def split_metrics(text: str | None) -> list[str] | None:
+    """``--metrics TEXT`` as names, for every command: None (the option left out) stays None;
+    text that names no metric (``''``, ``','``, blanks) is refused, never read as the default."""
+    if text is None:
+        return None
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    if not names:
+        raise HarnessError(
+            f"no metrics requested: --metrics {text!r} names none; give NAME[,NAME…] (e.g. hit@1,mrr), "
+            "or leave the option out"
+        )
+    return names
+
+
 def parse_metrics(specs: Sequence[str] | str, families: Mapping[str, type[Metric]]) -> list[Metric]:
     """Turn ``"hit@1,mrr"`` (or a list) into metric instances, with clear errors."""
     if isinstance(specs, str):
-        specs = [s for s in specs.split(",") if s.strip()]
+        specs = split_metrics(specs) or []
     metrics: list[Metric] = []
     for spec in specs:
         match = _SPEC.match(spec.strip().lower())

@@ -9,6 +9,7 @@ Commands import what they need inside their functions: ``harness --help`` loads 
 
 from __future__ import annotations
 
+import errno
 import importlib
 import logging
 import os
@@ -79,7 +80,9 @@ class HarnessGroup(click.Group):
             sys.exit(130)
         except Exception as exc:
             if ctx.meta.get("harness.traceback") or os.environ.get("HARNESS_DEBUG") == "1":
-                traceback.print_exception(exc)
+                from harness.run.secrets import redact
+
+                click.echo(redact("".join(traceback.format_exception(exc))).rstrip("\n"), err=True)
             fail(exc)
 
 
@@ -87,10 +90,42 @@ def fail(exc: BaseException) -> None:
     """Print ``exc`` as one ``error:`` line (secrets redacted) and exit with status 2."""
     from harness.run.secrets import redact
 
-    message = str(exc) if isinstance(exc, HarnessError) else f"{type(exc).__name__}: {exc}"
-    where = _origin(exc)
+    machine = _machine_error(exc)
+    if machine is not None:
+        message, where = machine, None  # the file system's fault, not the code's: no frame to show
+    else:
+        message = str(exc) if isinstance(exc, HarnessError) else f"{type(exc).__name__}: {exc}"
+        where = _origin(exc)
     click.echo(redact(f"error: {message}" + (f" (at {where})" if where else "")), err=True)
     sys.exit(2)
+
+
+#: errors of the file system (not of the code) that one line with the cause and the path explains
+_MACHINE_ERRNOS = {errno.EROFS: "read-only file system", errno.EACCES: "permission denied"}
+
+
+def _machine_error(exc: BaseException) -> str | None:
+    """A full disk, a read-only file system, a file denied: the cause and the path, in words; in
+    a harness error that wraps one (``... failed to build: OSError: ...``), its context kept."""
+    if isinstance(exc, HarnessError) and not isinstance(exc, OSError):
+        cause = exc.__cause__
+        said = _machine_cause(cause) if isinstance(cause, OSError) else None
+        raw = f"{type(cause).__name__}: {cause}"
+        return str(exc).replace(raw, said) if said is not None and raw in str(exc) else None
+    return _machine_cause(exc) if isinstance(exc, OSError) else None
+
+
+def _machine_cause(exc: OSError) -> str | None:
+    from harness.io import no_space
+
+    full = no_space(exc)  # also numpy's bare "N requested and M written"
+    if full is not None:
+        return str(full)
+    cause = _MACHINE_ERRNOS.get(exc.errno) if exc.errno is not None else None
+    if cause is None:
+        return None
+    paths = [os.fsdecode(p) for p in (exc.filename, exc.filename2) if isinstance(p, (str, bytes, os.PathLike))]
+    return f"{cause}: {' -> '.join(paths)}" if paths else cause
 
 
 def _origin(exc: BaseException) -> str | None:
@@ -164,7 +199,9 @@ def set_verbosity(verbose: bool) -> None:
         root = logging.getLogger()
         if not any(isinstance(handler, _Stderr) for handler in root.handlers):
             handler = _Stderr()
-            handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+            from harness.run.secrets import RedactingFormatter  # an HTTP client logs the URLs it calls
+
+            handler.setFormatter(RedactingFormatter("%(levelname)s %(name)s: %(message)s"))
             root.addHandler(handler)
         if root.getEffectiveLevel() > logging.INFO:
             root.setLevel(logging.INFO)

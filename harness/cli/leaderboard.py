@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from harness.cli.common import data_dir_option, echo_json, split_list, stdout, table
+from harness.cli.common import data_dir_option, echo_json, stdout, table
 from harness.plugins.hookspecs import hookimpl
 
 
@@ -32,11 +32,12 @@ def show(path: str, fmt: str, metrics: str | None, dataset: str | None, wide: bo
     column. A row whose distinguishing component never ran is marked ⚑ and listed after the
     others of its split, its reason below the table; a row averaged over seeds shows mean ± std."""
     from harness.leaderboard.rows import flag_notes, markdown_table, read_rows, seeds_of, table_rows
+    from harness.metrics import split_metrics
 
+    metric_list = split_metrics(metrics)  # refused before the rows are read
     rows = read_rows(Path(path))
     if dataset:
         rows = [r for r in rows if r.dataset.name == dataset]
-    metric_list = split_list(metrics)
     if fmt == "json":
         echo_json([r.model_dump(mode="json") for r in rows])
     elif fmt == "markdown":
@@ -206,8 +207,9 @@ def publish_cmd(source: str, out: str, metrics: str | None, readme: str | None) 
     """Render the leaderboard: Markdown tables per dataset/split and a static HTML site
     (one page per dataset, sortable tables, metric-vs-latency plots) that opens from file://."""
     from harness.leaderboard.publish import publish, refresh_readme
+    from harness.metrics import split_metrics
 
-    written = publish(source, out, split_list(metrics))
+    written = publish(source, out, split_metrics(metrics))
     stdout.print(f"wrote {len(written)} files to {out}: open {Path(out) / 'index.html'}")
     if readme:
         replaced = refresh_readme(readme, out)

@@ -99,12 +99,14 @@ def run(
     from harness import api
     from harness.leaderboard.rows import check_scratch, record_row
     from harness.machine import resolve_device
+    from harness.metrics import split_metrics
     from harness.plugins import get_plugin_manager
     from harness.run import load_registry
     from harness.run.seeds import parse_seeds, run_seeds
 
     # what the runner would refuse, refused before anything resolves (and by --dry-run alike)
     seed_list = parse_seeds(seeds)
+    metric_list = split_metrics(metrics)
     if batch_size is not None and batch_size <= 0:
         raise HarnessError(f"--batch-size must be positive, got {batch_size}")
     plugins = get_plugin_manager()
@@ -117,7 +119,6 @@ def run(
     registry = load_registry(registry_path, plugins)
     for problem in registry.problems:
         console.print(f"[yellow]warning:[/yellow] registry: {problem}", highlight=False)
-    metric_list = split_list(metrics)
     targets: list[tuple[str | None, str | None]] = []
     if run_all:
         if dataset:

@@ -20,8 +20,10 @@ import os
 import pickle
 import signal
 import sys
+import tempfile
 import uuid
 from collections import deque
+from pathlib import Path
 from typing import Any
 
 
@@ -62,12 +64,16 @@ class Worker:
 def serve(conn: Any, options: dict[str, Any], env: dict[str, str]) -> None:
     # Ctrl-C reaches this process too (one process group): the harness decides, and closes us
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    address = options["address"]
+    if _on_loopback(address):
+        # before Ray is imported (it reads this then): else Ray swaps 127.0.0.1 for the machine's
+        # outward address, which a loopback-only head does not listen on
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     try:
         import ray
     except ImportError:
         conn.send(("error", "--executor ray needs Ray, which is not installed: pip install 'stark-harness-ray'"))
         return
-    address = options["address"]
     try:
         ray.init(
             address=address,
@@ -151,13 +157,15 @@ class Driver:
             # a worker the cluster has no room for (another run holds its CPUs) would hold its
             # shards forever: the run goes on with those that start
             started = {actor.pid.remote(): actor for actor in actors}
-            ready, waiting = ray.wait(list(started), num_returns=len(started), timeout=o["connect_timeout"])
+            timeout = o["worker_start_timeout"]
+            ready, waiting = ray.wait(list(started), num_returns=len(started), timeout=timeout)
             for ref in waiting:
                 ray.kill(started[ref])
             if not ready:
                 raise _Failure(
-                    f"no Ray worker could start within {o['connect_timeout']:g} s: the cluster's "
-                    f"{'GPUs' if num_gpus else 'CPUs'} are taken (another run?); see `ray status`"
+                    f"no Ray worker could start within {timeout:g} s (worker_start_timeout): the cluster's "
+                    f"{'GPUs' if num_gpus else 'CPUs'} are taken (another run?), or the machine is too busy to "
+                    "start one; see `ray status`"
                 )
             self.pools[num_gpus] = [started[ref] for ref in ready]
             for ref in ready:
@@ -261,6 +269,18 @@ class _Failure(Exception):
 
 class _Stop(Exception):
     """The harness went away or ended the map."""
+
+
+def _on_loopback(address: str) -> bool:
+    """Whether ``address`` (``auto``: ``$RAY_ADDRESS``, else the cluster `ray start` last started
+    here) is a head on 127.0.0.1, ``localhost`` or ::1."""
+    if address == "auto":
+        address = os.environ.get("RAY_ADDRESS", "")
+        current = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+        if not address and current.is_file():
+            address = current.read_text().strip()
+    host = address.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+    return host in ("127.0.0.1", "localhost", "::1")
 
 
 def _first_line(exc: BaseException) -> str:

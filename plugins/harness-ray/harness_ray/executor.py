@@ -66,6 +66,12 @@ class RayExecutor(harness.Executor):
             3, ge=0, description="times a worker that died is restarted, its item run again, before the run fails"
         )
         connect_timeout: float = Field(60.0, gt=0, description="seconds to wait for the cluster to answer")
+        worker_start_timeout: float = Field(
+            default_factory=lambda: float(os.environ.get("HARNESS_RAY_WORKER_START_TIMEOUT", 120)),
+            gt=0,
+            description="seconds to wait for the workers of a map to start, the run going on with those that did "
+            "(default: $HARNESS_RAY_WORKER_START_TIMEOUT, else 120; a busy machine starts them slowly)",
+        )
 
     options: Options
 
@@ -237,6 +243,7 @@ class RayExecutor(harness.Executor):
     def describe(self) -> dict[str, Any]:
         described = super().describe()
         described.pop("connect_timeout", None)
+        described.pop("worker_start_timeout", None)  # waiting longer changes no result
         if self.cluster:
             described["cluster"] = {k: v for k, v in self.cluster.items() if k != "address"}
         return described

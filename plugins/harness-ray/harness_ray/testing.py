@@ -8,12 +8,17 @@
 The head runs with a temporary directory of its own (short: Ray's socket paths must fit in 107
 bytes), which names every process it starts; leaving the block ends them by id, children first,
 so nothing is left running and no other cluster on the machine is touched.
+
+Every port it opens listens on loopback only: Ray turns ``--node-ip-address=127.0.0.1`` into the
+machine's outward address (and then listens on all interfaces) unless
+``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (a single-node cluster) is in the head's environment,
+which its workers inherit; a driver connecting to a loopback address sets it too
+(:mod:`harness_ray.driver`).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -22,13 +27,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["local_cluster", "processes_of"]
+__all__ = ["LOOPBACK_ENV", "cluster_processes", "listening", "local_cluster", "processes_of"]
+
+#: what keeps a Ray node on 127.0.0.1 (Ray otherwise swaps it for the machine's outward address)
+LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+#: the temp directory of each running cluster local_cluster started, by address
+_TEMP_DIRS: dict[str, str] = {}
 
 
 @contextmanager
 def local_cluster(cpus: int = 2, env: dict[str, str] | None = None, timeout: float = 180) -> Iterator[str]:
-    """Start a Ray head of ``cpus`` logical CPUs (so that many 1-CPU workers) on 127.0.0.1 with
-    ``env`` as its workers' environment (default: this process's, without ``RAY_ADDRESS``);
+    """Start a Ray head of ``cpus`` logical CPUs (so that many 1-CPU workers) on 127.0.0.1 only
+    with ``env`` as its workers' environment (default: this process's, without ``RAY_ADDRESS``);
     yield its address; stop it."""
     temp_dir = tempfile.mkdtemp(prefix="hray", dir="/tmp")
     command = [
@@ -40,19 +50,23 @@ def local_cluster(cpus: int = 2, env: dict[str, str] | None = None, timeout: flo
         "--include-dashboard=false",
         "--disable-usage-stats",
         "--node-ip-address=127.0.0.1",
+        "--dashboard-host=127.0.0.1",  # Ray's default too; said here, in case a dashboard is turned on
         f"--temp-dir={temp_dir}",
     ]
     if env is None:
         env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env = {**env, **LOOPBACK_ENV}
     address = None
     try:
         started = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
-        match = re.search(r"--address='([^']+)'", started.stdout + started.stderr)
-        if started.returncode != 0 or match is None:
+        current = Path(temp_dir) / "ray_current_cluster"  # GCS's HOST:PORT (a single-node head prints none)
+        if started.returncode != 0 or not current.is_file():
             raise RuntimeError(f"ray start failed:\n{started.stdout}{started.stderr}")
-        address = match.group(1)
+        address = current.read_text().strip()
+        _TEMP_DIRS[address] = temp_dir
         yield address
     finally:
+        _TEMP_DIRS.pop(address or "", None)
         _stop(processes_of(temp_dir))
         # the file `--address auto` reads, when it names this cluster
         current = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
@@ -64,7 +78,39 @@ def processes_of(marker: str) -> list[Any]:
     """The processes with ``marker`` in their command line (a cluster's temp directory)."""
     import psutil
 
-    return [p for p in psutil.process_iter(["cmdline"]) if any(marker in part for part in p.info["cmdline"] or ())]
+    return [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if p.pid != os.getpid() and any(marker in part for part in p.info["cmdline"] or ())
+    ]
+
+
+def cluster_processes(address: str) -> list[Any]:
+    """The processes of the cluster :func:`local_cluster` started at ``address`` (its head's and
+    its workers': those it started, not a driver)."""
+    return processes_of(_TEMP_DIRS[address])
+
+
+def listening(processes: list[Any]) -> list[tuple[str, int, str]]:
+    """``(address, port, process name)`` of every TCP socket that ``processes`` and their
+    children listen on (to check that a cluster stays on loopback)."""
+    import psutil
+
+    family: dict[int, Any] = {}
+    for root in processes:
+        try:
+            family.update({p.pid: p for p in [root, *root.children(recursive=True)]})
+        except psutil.NoSuchProcess:
+            pass
+    found = []
+    for connection in psutil.net_connections("tcp"):
+        if connection.status == psutil.CONN_LISTEN and connection.pid in family:
+            try:
+                name = family[connection.pid].name()
+            except psutil.NoSuchProcess:
+                name = "?"
+            found.append((connection.laddr.ip, connection.laddr.port, name))
+    return found
 
 
 def _stop(processes: list[Any]) -> None:

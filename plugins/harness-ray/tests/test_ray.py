@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import ipaddress
 import json
 import os
 import re
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 import pytest
 
 import harness
@@ -36,7 +38,7 @@ require("harness_debian", extra="stark-harness-debian")
 
 from harness_dense.embeddings import LocalEncoder  # noqa: E402  (after the requirements: skipped without them)
 from harness_ray.executor import RayExecutor  # noqa: E402
-from harness_ray.testing import local_cluster, processes_of  # noqa: E402
+from harness_ray.testing import cluster_processes, listening, local_cluster, processes_of  # noqa: E402
 
 #: test queries of the sample, and every how-many-th package joins their answers as candidates
 QUERIES, STEP = 6, 800
@@ -51,6 +53,8 @@ RUNS = {
 }
 #: the key the API encoders read, here and (set where the cluster starts) on the workers
 KEY = "sk-test-0123456789-secret"
+#: seconds a map waits for its workers to start: generous, for a loaded 2-core machine, yet bounded
+WORKER_START = 600
 
 
 # -- what runs: a Debian sample as a `local` dataset, a registry ------------------------------
@@ -124,7 +128,7 @@ def cluster() -> Iterator[str]:
 @pytest.fixture(scope="module")
 def ray_executor(cluster: str) -> Iterator[RayExecutor]:
     """One executor for the module's runs: one driver, its worker actors kept between runs."""
-    with RayExecutor(address=cluster) as executor:
+    with RayExecutor(address=cluster, worker_start_timeout=WORKER_START, connect_timeout=WORKER_START) as executor:
         yield executor
 
 
@@ -228,8 +232,8 @@ def test_ray_gives_the_local_run_byte_for_byte(
 
 # -- a worker killed mid-shard ---------------------------------------------------------------
 MARKED = '''
-"""BM25 that marks each search with its process id (for the test to find a worker to kill),
-and takes its time, so that the kill lands mid-shard."""
+"""BM25 that marks each search with its process id (for the test to find a worker to kill) and,
+while the gate file exists, waits for it to go: the kill lands mid-shard however slow the machine."""
 import os
 import time
 import uuid
@@ -238,6 +242,7 @@ from pathlib import Path
 import harness
 
 MARKS = Path(__file__).with_name("marks")
+GATE = Path(__file__).with_name("gate")
 
 
 class Marked(harness.Retriever):
@@ -252,7 +257,9 @@ class Marked(harness.Retriever):
     def search(self, queries, k, top_ranked=None):
         MARKS.mkdir(exist_ok=True)
         (MARKS / f"{os.getpid()}-{uuid.uuid4().hex}").write_text(",".join(str(q.id) for q in queries))
-        time.sleep(1.5)
+        deadline = time.monotonic() + 600
+        while GATE.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
         return self.inner.search(queries, k)
 
 
@@ -266,33 +273,39 @@ def register_retrievers(register):
 def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(
     registry: Path, cluster: str, ray_executor: RayExecutor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Waits on what happens (a mark, then the kill), never on a time: passes on a loaded machine."""
     ray_executor.close()  # its workers hold the cluster's 2 CPUs; this test's executor needs them
     plugins_dir = tmp_path / "plugins"
     plugins_dir.mkdir()
     (plugins_dir / "marked.py").write_text(MARKED)
     monkeypatch.setenv("HARNESS_PLUGINS_DIR", str(plugins_dir))  # here, and forwarded to the workers
-    marks = plugins_dir / "marks"
+    marks, gate = plugins_dir / "marks", plugins_dir / "gate"
     local = _run(registry, "marked", tmp_path / "local")
     for mark in marks.iterdir():
         mark.unlink()
 
     killed: list[int] = []
+    done = threading.Event()
 
     def kill_the_first_searching_worker() -> None:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and not killed:
+        # the first worker to mark waits at the gate: killed there, then the gate opens for all
+        while not done.wait(0.02):
             for mark in marks.glob("*-*") if marks.exists() else []:
                 pid = int(mark.name.split("-")[0])
-                os.kill(pid, signal.SIGKILL)  # mid-shard: it sleeps after marking
+                os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
+                gate.unlink()
                 return
-            time.sleep(0.05)
 
+    gate.touch()
     killer = threading.Thread(target=kill_the_first_searching_worker)
     killer.start()
-    with RayExecutor(address=cluster) as executor:
-        remote = _run(registry, "marked", tmp_path / "ray", executor)
-    killer.join()
+    try:
+        with RayExecutor(address=cluster, worker_start_timeout=WORKER_START, connect_timeout=WORKER_START) as executor:
+            remote = _run(registry, "marked", tmp_path / "ray", executor)
+    finally:
+        done.set()
+        killer.join()
     assert killed, "no worker searched"
     searches = [mark.read_text() for mark in marks.iterdir()]
     pids = {int(mark.name.split("-")[0]) for mark in marks.iterdir()}
@@ -302,6 +315,27 @@ def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(
     assert _metrics(remote.run_dir) == _metrics(local.run_dir)
     _logged_once(remote.run_dir, QUERIES)
     assert any("1 Ray worker(s) died mid-shard" in note for note in remote.notes), remote.notes
+
+
+# -- loopback only -------------------------------------------------------------------------------
+def test_the_cluster_its_workers_and_the_driver_listen_on_loopback_only(
+    cluster: str, ray_executor: RayExecutor
+) -> None:
+    """Ray's defaults listen on every interface; a cluster the tests start (and the driver and
+    workers on it) must not be reachable from the network."""
+    upper = functools.partial(functools.partial, str.upper)
+    assert dict(ray_executor.map(upper, ["a", "b"], description="probe")) == {0: "A", 1: "B"}  # workers up
+    assert cluster.startswith("127.0.0.1:")
+    sockets = listening([*cluster_processes(cluster), psutil.Process(ray_executor._process.pid)])
+    names = {name for _, _, name in sockets}
+    assert {"gcs_server", "raylet"} <= names and any("Worker" in name for name in names), sockets
+
+    def loopback(ip: str) -> bool:
+        address = ipaddress.ip_address(ip.split("%")[0])
+        mapped = getattr(address, "ipv4_mapped", None)
+        return (mapped or address).is_loopback
+
+    assert [s for s in sockets if not loopback(s[0])] == []
 
 
 # -- API embeddings: one bound on requests in flight for the whole cluster ---------------------
