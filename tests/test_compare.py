@@ -107,3 +107,19 @@ def test_run_directories_without_per_query_results_point_to_qrels(tmp_path: Path
     assert row["queries"] == 2 and row["mean_a"] == 1.0 and row["mean_b"] == 0.25 and row["missing_b"] == 1
     with pytest.raises(HarnessError, match=r"no per-query results .* give --qrels FILE \(TREC qrels\)"):
         compare_runs([tmp_path / "nowhere.jsonl", runs[1]], "mrr")
+
+
+def test_runs_of_another_split_pair_with_the_baseline_by_a_query_attribute(tmp_path: Path) -> None:
+    """Paraphrases (ids 10000 + N) against their originals (N): paired query by query, as if one split."""
+    rng = np.random.default_rng(1)
+    base = {q: float(rng.random()) for q in range(30)}
+    better = {10_000 + q: min(1.0, v + 0.2) for q, v in base.items()}
+    runs = [_run(tmp_path / "test", base), _run(tmp_path / "paraphrased", better)]
+    with pytest.raises(HarnessError, match="share no query ids"):
+        compare_runs(runs, "mrr")
+    [paired] = compare_runs(runs, "mrr", pairs=[{10_000 + q: q for q in base}])
+    assert paired["queries"] == 30 and paired["difference"] == pytest.approx(
+        np.mean([better[10_000 + q] - base[q] for q in base])
+    )
+    with pytest.raises(HarnessError, match="pair with the same query"):
+        compare_runs(runs, "mrr", pairs=[dict.fromkeys(better, 0)])

@@ -144,14 +144,21 @@ def compare_runs(
     resamples: int = 10_000,
     seed: int = 0,
     groups: dict[int, str] | None = None,
+    pairs: list[dict[int, int]] | None = None,
 ) -> list[dict[str, Any]]:
     """Each run after the first against the first (the baseline), on the queries all share:
     over all of them, then (with ``groups``, query id → group) within each group, whose results
     carry ``group``. Queries without a group count only in the overall result; a group of fewer
-    than ``MIN_GROUP`` queries has no test of its own."""
+    than ``MIN_GROUP`` queries has no test of its own. ``pairs`` (one per run after the first:
+    its query id → the baseline's) pairs queries of another split, such as paraphrases."""
     if len(runs) < 2:
         raise HarnessError("compare: give at least two runs")
     loaded = [load_per_query(r) for r in runs]
+    for index, pairing in enumerate(pairs or [], 1):
+        renamed = {pairing.get(q, q): row for q, row in loaded[index].items()}
+        if len(renamed) < len(loaded[index]):
+            raise HarnessError(f"compare: two queries of {runs[index]} pair with the same query of {runs[0]}")
+        loaded[index] = renamed
     common = sorted(set.intersection(*(set(rows) for rows in loaded)))
     if not common:
         raise HarnessError("compare: the runs share no query ids (different datasets or splits?)")

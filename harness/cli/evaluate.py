@@ -176,6 +176,12 @@ def evaluate_cmd(
     help="also compare within each value of a query attribute (the `metadata` of the dataset's queries, "
     "e.g. hops on debian): the dataset is the one the first run's config.json names",
 )
+@click.option(
+    "--pair-by",
+    metavar="FIELD",
+    help="pair each run's queries with the first run's by this query attribute, the first run's query id "
+    "(e.g. paraphrase_of: debian's test-paraphrased against test)",
+)
 @click.option("--data-dir", type=click.Path(file_okay=False), help="with --by: where the dataset's files are")
 @format_option()
 def compare(
@@ -186,6 +192,7 @@ def compare(
     resamples: int,
     seed: int,
     field: str | None,
+    pair_by: str | None,
     data_dir: str | None,
     fmt: str,
 ) -> None:
@@ -204,11 +211,16 @@ def compare(
                 f"compare: {files[0]} is a run file, not a run directory; give --qrels FILE to score run files"
             )
         groups = query_groups(runs[0], field, data_dir) if field else None
-        results = compare_runs(list(runs), metric, resamples, seed, groups)
+        pairs = None
+        if pair_by:  # another split's queries, each naming the first run's query it stands for
+            pairs = [{q: int(v) for q, v in query_groups(run, pair_by, data_dir).items()} for run in runs[1:]]
+        results = compare_runs(list(runs), metric, resamples, seed, groups, pairs)
     else:
         groups = None
-        if field:
-            raise HarnessError("compare: --by reads the queries a run directory's config.json names; not with --qrels")
+        if field or pair_by:
+            raise HarnessError(
+                "compare: --by and --pair-by read the queries a run directory's config.json names; not with --qrels"
+            )
         results = _compare_files(list(runs), qrels, run_format, metric, resamples, seed)
     if fmt == "json":
         echo_json(results)
