@@ -44,7 +44,7 @@ _FRAME = frozenset(
 # An LLM talking about the task instead of writing the request.
 _META = re.compile(
     r"i'?m sorry|i am sorry|as an ai|i'?m designed|i am designed|rewrite this|search request|"
-    r"reply with|request only|can type\s*:|here is|here's|i can help|i'?m here to|please provide|"
+    r"reply with|request only|can type\s*:|\bhere is|\bhere's|i can help|i'?m here to|please provide|"
     r"must also ask|short properties|(?:a|the|this) (?:debian )?user (?:can|could|might|would|is)|this user|"
     r"^\s*(?:this|it) (?:package|is|library|module|provides)\b",  # describes an answer instead of asking
     re.IGNORECASE,
@@ -79,6 +79,10 @@ def relation_words(requirement: str, names: Sequence[str]) -> list[str]:
     return [w for w in dict.fromkeys(_tokens(requirement)) if len(w) >= 4 and w not in _FRAME and w not in named]
 
 
+#: words a natural request repeats without looping
+_FUNCTION_WORDS = frozenset("the and for that with which what who this from are any one".split())
+
+
 def request_problem(text: str, requirement: str, names: Sequence[str], properties: Sequence[str] = ()) -> str | None:
     """Why ``text`` does not state ``requirement`` (the filled template) and ``properties``, or None.
 
@@ -108,7 +112,8 @@ def request_problem(text: str, requirement: str, names: Sequence[str], propertie
             return f"lost the property {prop!r}"
     if _META.search(text):
         return "talks about the task"
-    counts = Counter(t for t in tokens if len(t) >= 3)
+    # a loop repeats a content word; "the" four times in a long request is just English
+    counts = Counter(t for t in tokens if len(t) >= 3 and t not in _FUNCTION_WORDS)
     word, count = counts.most_common(1)[0] if counts else ("", 0)
     if count >= 4:
         return f"repeats {word!r} {count} times"

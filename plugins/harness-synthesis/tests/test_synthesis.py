@@ -285,6 +285,12 @@ def test_a_request_that_lost_its_requirement_is_refused(requirement: str, names:
             "For my router I need tools in the net section that depend on something Debian QA Group maintains.",
         ),
         ("Which papers are cited by the paper Deep Sets?", ["Deep Sets"], "Which papers does Deep Sets cite on sets?"),
+        # "there is" / "there's" are not the task talk "here is" / "here's"
+        (
+            "Which packages are maintained by David Rabel?",
+            ["David Rabel"],
+            "There's a package David Rabel maintains for Vim; is there one that reopens files?",
+        ),
     ],
 )
 def test_a_request_that_keeps_its_requirement_passes(requirement: str, names: list, text: str) -> None:
