@@ -22,7 +22,8 @@ answers for review; ``--check`` only verifies that ``data/v1/qa/`` is up to date
 
 ``--version 2 [--data DIR]`` compiles evaluation queries v2 instead (recursive relational specs,
 answers judged per relational candidate; ``--review QID``, ``--stats``), by default the shipped
-``data/v2``: see :mod:`harness_debian.queries_v2`.
+``data/v2``: see :mod:`harness_debian.queries_v2` (the queries) and :mod:`harness_debian.qa_v2`
+(``qa/``, every split).
 """
 
 from __future__ import annotations
@@ -180,10 +181,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.version == 2:
         from harness import HarnessError
-        from harness_debian import queries_v2
+        from harness_debian import qa_v2
 
         try:
-            print(queries_v2.run(args.data or V2, split_ids, args.check, args.review, args.stats))
+            print(qa_v2.run(args.data or V2, split_ids, args.check, args.review, args.stats))
         except HarnessError as exc:
             sys.exit(f"error: {exc}")
         return

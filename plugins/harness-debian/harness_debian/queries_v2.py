@@ -3,7 +3,7 @@
 A v2 data directory (the shipped one is ``data/v2``) holds ``skb/`` (built by ``python -m
 harness_debian.build --version 2``), ``queries.yaml`` and ``judgements.yaml``; ``python -m
 harness_debian.queries --version 2 [--data DIR]`` writes ``DIR/qa/`` (STaRK's layout plus
-``requirements.jsonl``).
+``requirements.jsonl``; :mod:`harness_debian.qa_v2`, which adds the paraphrased and train splits).
 
 ``queries.yaml`` — a list of queries, written the STaRK human-generated way (paper, Appendix C):
 every requirement is stated in the query text, every tag, section, maintainer and package of
@@ -55,9 +55,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import statistics
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,7 +64,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from harness import SKB, HarnessError, Query, load_stark_layout, replace_dir, write_stark_csv
+from harness import SKB, HarnessError, Query
 
 # relation key -> (edge type, the side of the edge the described node is on)
 RELATIONS: dict[str, tuple[str, str]] = {
@@ -312,95 +309,6 @@ def to_queries(compiled: list[Compiled]) -> list[Query]:
     return [Query(c.spec.id, c.spec.query.strip(), tuple(c.answers)) for c in compiled]
 
 
-def extra_splits(root: Path) -> dict[str, list[Query]]:
-    """Splits compiled into ``qa/`` beside the evaluation splits (val, test): ``train``, the
-    synthesized training queries of ``root/train/`` when they ship (see
-    :mod:`harness_debian.train_split`). Their ids must not repeat an evaluation query's
-    (checked by :func:`all_splits`)."""
-    from harness_debian.train_split import train_queries
-
-    train = train_queries(root)
-    return {"train": train} if train else {}
-
-
-def all_splits(root: Path, compiled: list[Compiled], split_ids: Any) -> dict[str, list[Query]]:
-    """Every split ``qa/`` holds: the evaluation queries' seeded val/test split, then
-    :func:`extra_splits`."""
-    queries = {q.id: q for q in to_queries(compiled)}
-    splits = {name: [queries[i] for i in ids] for name, ids in split_ids(sorted(queries)).items()}
-    for name, extra in extra_splits(root).items():
-        if name in splits:
-            raise HarnessError(f"{root}: extra split {name!r} has the name of an evaluation split")
-        clash = sorted({q.id for q in extra} & set(queries))
-        if clash:
-            raise HarnessError(f"{root}: split {name!r} reuses evaluation query ids {clash[:10]}")
-        splits[name] = list(extra)
-    return splits
-
-
-def write_qa(root: Path, compiled: list[Compiled], split_ids: Any) -> None:
-    """``root/qa`` in STaRK's layout plus ``requirements.jsonl`` (each query's where, hops,
-    candidate and answer counts), replaced as a whole."""
-    splits = all_splits(root, compiled, split_ids)
-    tmp = Path(tempfile.mkdtemp(dir=root, prefix=".qa-", suffix=".tmp"))
-    tmp.chmod(0o755)  # mkdtemp makes it private; qa/ is an ordinary directory
-    try:
-        evaluation = to_queries(compiled)  # in queries.yaml's order, then the extra splits'
-        ids = {q.id for q in evaluation}
-        extra = [q for queries in splits.values() for q in queries if q.id not in ids]
-        write_stark_csv(tmp / "stark_qa" / "stark_qa.csv", evaluation + extra)
-        (tmp / "split").mkdir()
-        for split, queries in splits.items():
-            (tmp / "split" / f"{split}.index").write_text("\n".join(str(q.id) for q in queries) + "\n")
-        with open(tmp / "requirements.jsonl", "w", encoding="utf-8") as out:
-            for c in compiled:
-                row = {
-                    "id": c.spec.id,
-                    "where": c.spec.where,
-                    "textual": c.spec.textual,
-                    "hops": c.hops,
-                    "candidates": len(c.candidates),
-                    "answers": len(c.answers),
-                }
-                out.write(json.dumps(row, ensure_ascii=False) + "\n")
-        replace_dir(tmp, root / "qa")
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)  # gone already on success
-
-
-def stale(root: Path, compiled: list[Compiled], split_ids: Any) -> list[int]:
-    """Ids whose shipped ``qa/`` row (or split) differs from what the specs and judgements give."""
-    if not (root / "qa").exists():
-        return [c.spec.id for c in compiled]
-    shipped = load_stark_layout(root / "qa")
-    splits = all_splits(root, compiled, split_ids)
-    expected = {(name, q.id): q for name, queries in splits.items() for q in queries}
-    rows = {(name, q.id): q for name in shipped for q in shipped.split(name)}
-    bad = sorted({key[1] for key, q in rows.items() if expected.get(key) != q})
-    return bad + sorted({key[1] for key in set(expected) - set(rows)} - set(bad))
-
-
-def statistics_of(compiled: list[Compiled], split_ids: Any) -> dict[str, Any]:
-    answers = [len(c.answers) for c in compiled]
-    candidates = [len(c.candidates) for c in compiled]
-
-    def summary(values: list[int]) -> dict[str, float]:
-        return {
-            "min": min(values),
-            "median": statistics.median(values),
-            "mean": round(statistics.fmean(values), 2),
-            "max": max(values),
-        }
-
-    return {
-        "queries": len(compiled),
-        "answers": summary(answers),
-        "candidates": summary(candidates),
-        "two_hop_share": round(sum(c.hops >= 2 for c in compiled) / len(compiled), 4),
-        "splits": {k: len(v) for k, v in split_ids([c.spec.id for c in compiled]).items()},
-    }
-
-
 def review(skb: SKB, spec: QuerySpec, judgements: dict[int, dict[str, Reasoned]]) -> str:
     """Every relational candidate with its summary and full description, for judging, then a
     judgements.yaml block to fill in (existing judgements kept, new ones marked ``?``)."""
@@ -425,42 +333,3 @@ def review(skb: SKB, spec: QuerySpec, judgements: dict[int, dict[str, Reasoned]]
         value = "?" if mark is None else ("yes" if mark.answer else "no")
         lines.append(f"  {json.dumps(skb.names[node])}: {value}")
     return "\n".join(lines)
-
-
-def run(root: Path, split_ids: Any, check: bool, review_id: int | None, stats: bool) -> str:
-    """The ``--version 2`` command; returns what to print."""
-    specs = load_specs(root / "queries.yaml")
-    skb = SKB.load(root / "skb")
-    judgements = load_judgements(root / "judgements.yaml")
-    if review_id is not None:
-        spec = next((s for s in specs if s.id == review_id), None)
-        if spec is None:
-            raise HarnessError(f"{root / 'queries.yaml'}: no query with id {review_id}")
-        return review(skb, spec, judgements)
-    compiled = compile_v2(skb, specs, judgements, root / "judgements.yaml", root / "queries.yaml")
-    # the shipped train split against these evaluation queries: no gold of it may answer one
-    from harness_debian.train_split import check as check_train
-
-    problems = check_train(root, skb, [q for q in to_queries(compiled) if q.answer_ids])
-    if problems:
-        raise HarnessError(f"{root / 'train'}: " + "; ".join(problems[:10]) + (" …" if len(problems) > 10 else ""))
-    if check:
-        bad = stale(root, compiled, split_ids)
-        if bad:
-            raise HarnessError(
-                f"{root / 'qa'} is out of date (queries {bad[:10]}); run python -m harness_debian.queries "
-                f"--version 2 --data {root}"
-            )
-        # the data card's "Train split" section is what the shipped train split gives
-        from harness_debian.train_card import problems as card_problems
-
-        card = card_problems(root)
-        if card:
-            raise HarnessError("; ".join(card))
-        message = f"{len(compiled)} v2 queries up to date"
-    else:
-        write_qa(root, compiled, split_ids)
-        message = f"wrote {root / 'qa'}: {len(compiled)} v2 queries"
-    if stats:
-        message += "\n" + json.dumps(statistics_of(compiled, split_ids), indent=2)
-    return message

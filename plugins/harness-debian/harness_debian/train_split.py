@@ -7,8 +7,8 @@ This module merges runs into ``data/v2/train/``::
     python -m harness_debian.train_split RUN_DIR [RUN_DIR ...] [--out DIR]
 
 (after a merge into the shipped ``data/v2/train``, ``python -m harness_debian.train_card``
-re-renders the data card's "Train split" section) and :func:`train_queries` reads them back for
-``qa/`` (``queries_v2.extra_splits``). Every record goes through the same gate, whatever the
+re-renders the data card's "Train split" section) and ``train_files.train_queries`` reads them
+back for ``qa/`` (``qa_v2.extra_splits``). Every record goes through the same gate, whatever the
 run's options were:
 
 * **properties**: kept only if usable (not one naming the node, "package: …", "homepage: …")
@@ -37,13 +37,12 @@ import argparse
 import json
 import lzma
 import re
-import shutil
-import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from harness import SKB, HarnessError, Query, read_stark_csv, replace_dir, write_stark_csv
+from harness import SKB, HarnessError, Query, read_stark_csv
+from harness_debian.train_files import templated_dir, write
 
 FIRST_ID = 100_000
 _ECHO = re.compile(r"short propert|taken from the text|a few words|one per line", re.IGNORECASE)
@@ -252,61 +251,44 @@ def _statistics(
     }
 
 
-def write(out: Path, queries: list[Query], provenance: list[dict[str, Any]], stats: dict[str, Any]) -> None:
-    """Write the split beside ``out``, then swap it in whole (an existing split is replaced)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
-    try:
-        write_stark_csv(tmp / "queries.csv", queries)
-        with lzma.open(tmp / "provenance.jsonl.xz", "wt", encoding="utf-8", preset=9) as handle:
-            for record in provenance:
-                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-        (tmp / "statistics.json").write_text(json.dumps(stats, indent=2, ensure_ascii=False) + "\n")
-        tmp.chmod(0o755)
-        replace_dir(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)  # gone already on success
-
-
 def check(root: Path, skb: SKB, evaluation: list[Query]) -> list[str]:
     """Problems of the train split shipped under ``root`` (empty: none): it was merged on this
     SKB, its queries are their provenance's, every answer set is its gold and the candidates
     having its properties (the literal judge, re-run), and no gold answers an evaluation query
-    (the evaluation set may have changed since the merge)."""
-    directory = root / "train"
-    if not (directory / "queries.csv").exists():
+    (the evaluation set may have changed since the merge). The templated split is checked where
+    it is (``train/`` or ``train-templated/``); a natural-language ``train/`` is
+    :func:`harness_debian.train_nl_merge.shipped_problems`'s (``qa_v2.train_problems`` runs both)."""
+    directory = templated_dir(root)
+    if directory is None or not (directory / "queries.csv").exists():
         return []
+    name = directory.name
     queries = read_stark_csv(directory / "queries.csv")
     with lzma.open(directory / "provenance.jsonl.xz", "rt", encoding="utf-8") as handle:
         records = [json.loads(line) for line in handle if line.strip()]
     stats = json.loads((directory / "statistics.json").read_text(encoding="utf-8"))
     problems = []
     if stats.get("skb_fingerprint") != skb.fingerprint:
-        problems.append(f"train: merged on SKB {stats.get('skb_fingerprint')}, not this one ({skb.fingerprint})")
+        problems.append(f"{name}: merged on SKB {stats.get('skb_fingerprint')}, not this one ({skb.fingerprint})")
     if [(q.id, q.text, list(q.answer_ids)) for q in queries] != [
         (r["id"], r["query"], r["answer_ids"]) for r in records
     ]:
-        problems.append("train: queries.csv is not its provenance's queries")
+        problems.append(f"{name}: queries.csv is not its provenance's queries")
     forbidden = {a: q.id for q in evaluation for a in q.answer_ids}
     for record in records:
         gold = int(record["relational"]["gold"])
         if record["answer_ids"] != _answers(record, record["gate"]["properties"], skb):
-            problems.append(f"train: query {record['id']}: its answers are not the candidates having its properties")
+            problems.append(f"{name}: query {record['id']}: its answers are not the candidates having its properties")
         if gold not in record["answer_ids"]:
-            problems.append(f"train: query {record['id']}: its gold {gold} is not an answer")
+            problems.append(f"{name}: query {record['id']}: its gold {gold} is not an answer")
         if gold in forbidden:
-            problems.append(f"train: query {record['id']}: its gold {gold} answers evaluation query {forbidden[gold]}")
+            problems.append(f"{name}: query {record['id']}: its gold {gold} answers evaluation query {forbidden[gold]}")
         if record["id"] < FIRST_ID:
-            problems.append(f"train: query {record['id']}: ids start at {FIRST_ID}")
+            problems.append(f"{name}: query {record['id']}: ids start at {FIRST_ID}")
     if stats.get("queries") != len(queries):
-        problems.append(f"train: statistics.json counts {stats.get('queries')} queries, queries.csv has {len(queries)}")
+        problems.append(
+            f"{name}: statistics.json counts {stats.get('queries')} queries, queries.csv has {len(queries)}"
+        )
     return problems
-
-
-def train_queries(root: Path) -> list[Query]:
-    """The shipped train split of the v2 directory ``root`` (empty when none ships)."""
-    path = root / "train" / "queries.csv"
-    return read_stark_csv(path) if path.exists() else []
 
 
 def main(argv: list[str] | None = None) -> None:

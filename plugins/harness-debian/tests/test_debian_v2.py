@@ -22,8 +22,9 @@ from harness import SKB
 from harness_debian import build as build_module
 from harness_debian.build import build
 from harness_debian.dataset import VERSIONS, DebianDataset
+from harness_debian.qa_v2 import run
 from harness_debian.queries import split_ids
-from harness_debian.queries_v2 import hops, run
+from harness_debian.queries_v2 import hops
 
 REPO = Path(__file__).resolve().parents[3]
 # the last commit that changed the builder before v2: what built the shipped data/v1/skb
@@ -600,3 +601,26 @@ def test_the_graph_is_vectorized_on_the_shipped_skb() -> None:
     team_pkgs = {s for s, d, t in zip(src, dst, typ, strict=True) if t == maintained and d in team}
     expected = {skb.names[s] for s, d, t in zip(src, dst, typ, strict=True) if t == depends and d in team_pkgs}
     assert got == expected and len(expected) > 100
+
+
+def test_the_cards_hop_counts_are_the_queries_depths(tmp_path: Path) -> None:
+    """`compare --by hops` groups by the queries' depths; `--check` holds the card to the same counts."""
+    from harness_debian.qa_v2 import hops_line, hops_problems
+    from harness_debian.queries_v2 import compile_v2, load_judgements, load_specs
+
+    root = VERSIONS["2"]
+    compiled = compile_v2(
+        SKB.load(root / "skb"),
+        load_specs(root / "queries.yaml"),
+        load_judgements(root / "judgements.yaml"),
+        root / "judgements.yaml",
+        root / "queries.yaml",
+    )
+    assert hops_problems(root / "README.md", compiled) == []
+    assert hops_line(compiled).endswith("three-hop") and hops_line(compiled).startswith(
+        f"{sum(c.hops == 1 for c in compiled)} queries one-hop"
+    )
+    card = tmp_path / "README.md"
+    card.write_text((root / "README.md").read_text().replace(hops_line(compiled), "312 queries of one or two hops"))
+    [problem] = hops_problems(card, compiled)
+    assert "three-hop" in problem

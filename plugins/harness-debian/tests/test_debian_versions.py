@@ -16,8 +16,9 @@ import harness
 from harness import SKB
 from harness.testing import invoke
 from harness_debian.dataset import LATEST, VERSIONS, DebianDataset
+from harness_debian.qa_v2 import all_splits
 from harness_debian.queries import split_ids
-from harness_debian.queries_v2 import all_splits, compile_v2, load_judgements, load_specs
+from harness_debian.queries_v2 import compile_v2, load_judgements, load_specs
 
 V2 = VERSIONS["2"]
 # an e-mail address as a reader would spot one (written independently of build.ADDRESS)
@@ -29,7 +30,8 @@ def test_both_versions_load_through_the_public_api() -> None:
     assert (v2.version, v1.version, LATEST) == ("2", "1", "2")  # v2 is the default benchmark
     assert (v2.params["version"], v1.params["version"]) == ("2", "1")
     assert v2.load_skb().fingerprint != v1.load_skb().fingerprint
-    for dataset, version, splits in ((v2, "2", ["test", "train", "val"]), (v1, "1", ["test", "val"])):
+    v2_splits = ["test", "test-paraphrased", "train", "val"]
+    for dataset, version, splits in ((v2, "2", v2_splits), (v1, "1", ["test", "val"])):
         on_disk = harness.load_stark_layout(VERSIONS[version] / "qa")
         assert dataset.load_queries().counts() == on_disk.counts()
         assert sorted(dataset.load_queries().counts()) == splits  # v2's train split is synthesized
@@ -109,23 +111,23 @@ def test_a_train_split_goes_into_qa_beside_the_evaluation_splits(
 ) -> None:
     """The hook the train split will use: extra splits are compiled into qa/ and checked; an
     evaluation id in them is refused."""
-    from harness_debian import queries_v2
+    from harness_debian import qa_v2
 
     skb = SKB.load(V2 / "skb")
     specs = load_specs(V2 / "queries.yaml")[:6]
     judgements = load_judgements(V2 / "judgements.yaml")
     compiled = compile_v2(skb, specs, {s.id: judgements[s.id] for s in specs}, V2 / "judgements.yaml")
     train = [harness.Query(10_000 + i, f"synthesized query {i}", tuple(c.answers)) for i, c in enumerate(compiled)]
-    monkeypatch.setattr(queries_v2, "extra_splits", lambda root: {"train": train})
-    queries_v2.write_qa(tmp_path, compiled, split_ids)
+    monkeypatch.setattr(qa_v2, "extra_splits", lambda root: {"train": train})
+    qa_v2.write_qa(tmp_path, compiled, split_ids)
     loaded = harness.load_stark_layout(tmp_path / "qa")
     assert loaded.split("train") == train
     assert loaded.counts() == {"train": len(train), **{k: len(v) for k, v in split_ids([s.id for s in specs]).items()}}
-    assert queries_v2.stale(tmp_path, compiled, split_ids) == []
-    monkeypatch.setattr(queries_v2, "extra_splits", lambda root: {"train": train[1:]})
-    assert queries_v2.stale(tmp_path, compiled, split_ids) == [train[0].id]
+    assert qa_v2.stale(tmp_path, compiled, split_ids) == []
+    monkeypatch.setattr(qa_v2, "extra_splits", lambda root: {"train": train[1:]})
+    assert qa_v2.stale(tmp_path, compiled, split_ids) == [train[0].id]
     clash = [harness.Query(specs[0].id, "x", (1,))]
-    monkeypatch.setattr(queries_v2, "extra_splits", lambda root: {"train": clash})
+    monkeypatch.setattr(qa_v2, "extra_splits", lambda root: {"train": clash})
     with pytest.raises(harness.HarnessError, match=rf"split 'train' reuses evaluation query ids \[{specs[0].id}\]"):
         all_splits(tmp_path, compiled, split_ids)
 

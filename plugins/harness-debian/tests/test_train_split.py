@@ -11,8 +11,9 @@ import pytest
 
 from harness import HarnessError, Query
 from harness.testing import tiny_skb
-from harness_debian.queries_v2 import extra_splits
-from harness_debian.train_split import FIRST_ID, check, merge, train_queries, write
+from harness_debian.qa_v2 import extra_splits
+from harness_debian.train_files import train_queries, write
+from harness_debian.train_split import FIRST_ID, check, merge
 from harness_synthesis.templates import Path as MetaPath
 from harness_synthesis.templates import Template
 
