@@ -294,3 +294,27 @@ def test_without_a_usable_cache_the_skb_is_read_uncached(
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "not-a-directory"))
     _assert_same_skb(SKB.load(tmp_path / "skb"), original)
     assert "reading" in capsys.readouterr().err
+
+
+def test_a_fast_save_holds_what_a_small_save_holds(tmp_path: Path) -> None:
+    """``save(fast=True)`` (large imports) compresses for speed: the same files, the same
+    content, byte for byte once decompressed, and the same SKB loaded back."""
+    import lzma
+
+    from harness.testing import tiny_skb
+
+    skb = tiny_skb()
+    skb.save(tmp_path / "small")
+    skb.save(tmp_path / "fast", fast=True)
+    small, fast = tmp_path / "small", tmp_path / "fast"
+    assert (fast / "skb.json").read_bytes() == (small / "skb.json").read_bytes()
+    assert lzma.decompress((fast / "nodes.jsonl.xz").read_bytes()) == lzma.decompress(
+        (small / "nodes.jsonl.xz").read_bytes()
+    )
+    with np.load(fast / "edges.npz") as ours, np.load(small / "edges.npz") as theirs:
+        assert sorted(ours.files) == sorted(theirs.files)
+        for key in theirs.files:
+            assert ours[key].dtype == theirs[key].dtype and np.array_equal(ours[key], theirs[key]), key
+    loaded = SKB.load(fast)
+    assert loaded.fingerprint == skb.fingerprint == json.loads((fast / "skb.json").read_text())["fingerprint"]
+    assert [loaded.document(n) for n in range(loaded.num_nodes)] == [skb.document(n) for n in range(skb.num_nodes)]

@@ -259,12 +259,15 @@ class SKB:
             self._fingerprint = digest.hexdigest()[:16]
         return self._fingerprint
 
-    def save(self, directory: str | Path) -> Path:
+    def save(self, directory: str | Path, *, fast: bool = False) -> Path:
         """Write the SKB in the harness format (``skb.json``, ``nodes.jsonl.xz``,
         ``edges.npz``), atomically: the directory appears complete or not at all.
 
         Everything the constructor takes is written, so :meth:`load` gives back an SKB with
-        the same documents, graph, candidates and fingerprint."""
+        the same documents, graph, candidates and fingerprint. ``fast``: the same content,
+        compressed for speed rather than size (large imports; see :mod:`harness.skb.files`)."""
+        from harness.skb.files import write_files  # the writer loads only when an SKB is saved
+
         if type(self).document is not SKB.document or type(self).relation_lines is not SKB.relation_lines:
             # Such a subclass's documents come from its code, not from names and fields.
             raise HarnessError(
@@ -272,32 +275,21 @@ class SKB:
                 "format cannot hold; save the data it is loaded from instead"
             )
         directory = Path(directory)
-        fingerprint = self.fingerprint  # before writing: a lazy one reads every node
+        meta = {
+            "format": FORMAT,
+            "name": self.name,
+            "description": self.description,
+            "node_types": self.node_type_names,
+            "edge_types": [vars(e) for e in self.edge_types],
+            "candidate_types": self.candidate_types,
+            "num_nodes": self.num_nodes,
+            "num_edges": self.num_edges,
+            "max_neighbors_in_doc": self.max_neighbors_in_doc,
+            "undirected": self.undirected,
+            "fingerprint": self.fingerprint,  # before writing: a lazy one reads every node
+        }
         with atomic_dir(directory) as tmp:
-            with lzma.open(tmp / "nodes.jsonl.xz", "wt", encoding="utf-8", preset=9) as out:
-                for node in range(self.num_nodes):
-                    row = [int(self.node_types[node]), self.names[node], dict(self.fields[node])]
-                    out.write(json.dumps(row, ensure_ascii=False) + "\n")
-            np.savez_compressed(
-                tmp / "edges.npz",
-                src=self.src.astype(_int_type(self.num_nodes)),
-                dst=self.dst.astype(_int_type(self.num_nodes)),
-                edge_type=self.edge_type.astype(_int_type(len(self.edge_types))),
-            )
-            meta = {
-                "format": FORMAT,
-                "name": self.name,
-                "description": self.description,
-                "node_types": self.node_type_names,
-                "edge_types": [vars(e) for e in self.edge_types],
-                "candidate_types": self.candidate_types,
-                "num_nodes": self.num_nodes,
-                "num_edges": self.num_edges,
-                "max_neighbors_in_doc": self.max_neighbors_in_doc,
-                "undirected": self.undirected,
-                "fingerprint": fingerprint,
-            }
-            (tmp / "skb.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            write_files(self, tmp, meta, fast)
         return directory
 
     @classmethod
@@ -369,14 +361,6 @@ _META_KEYS = (
     "undirected",
     "fingerprint",
 )
-
-
-def _int_type(bound: int) -> type[np.signedinteger]:
-    """The smallest of int16/int32/int64 holding ``0 .. bound``."""
-    for dtype in (np.int16, np.int32):
-        if bound <= np.iinfo(dtype).max:
-            return dtype
-    return np.int64
 
 
 def _format_problem(meta_path: Path, found: Any) -> str:

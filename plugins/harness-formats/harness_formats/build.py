@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import re
-import shutil
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -21,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import harness
+from harness_formats.staging import output_dir
 from harness_formats.tables import Table, scalar
 
 #: split names become file names (qa/split/<name>.index)
@@ -49,7 +48,10 @@ class SKBBuilder:
         self.fields: list[dict[str, Any]] = []
         self.edge_types: list[harness.EdgeType] = []
         self._edge_index: dict[str, int] = {}
+        # edges added one at a time, then whole tables (add_edges) as numpy parts, in order
         self.src, self.dst, self.edge_type = array("q"), array("q"), array("i")
+        self._edge_parts: list[tuple[Any, Any, Any]] = []
+        self._id_array: Any = None  # the ids as a pyarrow array (edge look-ups), while no node is added
 
     def source(self, where: Callable[[int], str]) -> int:
         """Register a table: ``where(row)`` says where its row ``row`` is, in an error's words."""
@@ -78,6 +80,35 @@ class SKBBuilder:
         self.fields.append(fields)
         return number
 
+    def add_nodes(
+        self, ids: list[str], types: list[str], names: list[str], fields: list[dict[str, Any]], source: int
+    ) -> None:
+        """A whole table's nodes, checked by the caller as :meth:`add_node` checks one (ids
+        stripped, unique here and among the nodes before, without line breaks). Their rows in
+        ``source`` are their positions in the table (its ``where`` maps them)."""
+        start = len(self.ids)
+        self.index.update(zip(ids, range(start, start + len(ids)), strict=True))
+        self.ids.extend(ids)
+        self._source.extend(array("i", [source]) * len(ids))
+        self._row.extend(array("q", range(len(ids))))
+        for kind in dict.fromkeys(types):
+            if kind not in self._type_index:
+                self._type_index[kind] = len(self.type_names)
+                self.type_names.append(kind)
+        codes = self._type_index
+        self.node_types.extend(array("i", [codes[kind] for kind in types]))
+        self.names.extend(name or node_id for name, node_id in zip(names, ids, strict=True))
+        self.fields.extend(fields)
+        self._id_array = None
+
+    def id_array(self) -> Any:
+        """Every node id as a pyarrow array (the value set whole edge tables are looked up in)."""
+        import pyarrow as pa
+
+        if self._id_array is None or len(self._id_array) != len(self.ids):
+            self._id_array = pa.array(self.ids, type=pa.string())
+        return self._id_array
+
     def node(self, node_id: str, where: str, role: str = "node") -> int:
         number = self.index.get(node_id)
         if number is None:
@@ -96,6 +127,30 @@ class SKBBuilder:
         self.dst.append(dst)
         self.edge_type.append(relation)
 
+    def add_edges(self, src: Any, dst: Any, relation: Any) -> None:
+        """A whole table's edges (numpy arrays of node numbers and relations), after those added so far."""
+        self._flush_edges()
+        self._edge_parts.append((src, dst, relation))
+
+    def _flush_edges(self) -> None:
+        import numpy as np
+
+        if len(self.src):
+            self._edge_parts.append(tuple(np.asarray(a) for a in (self.src, self.dst, self.edge_type)))
+            self.src, self.dst, self.edge_type = array("q"), array("q"), array("i")
+
+    def edges(self) -> tuple[Any, Any, Any]:
+        """src, dst, edge_type: every edge in the order added, as int64, int64, int32 arrays."""
+        import numpy as np
+
+        self._flush_edges()
+        parts = self._edge_parts or [(np.zeros(0, np.int64),) * 3]
+        src, dst, edge_type = (
+            np.concatenate([p[i] for p in parts], dtype=dtype) for i, dtype in enumerate((np.int64, np.int64, np.int32))
+        )
+        self._edge_parts = [(src, dst, edge_type)]  # one part: the copies made here, the SKB's own
+        return src, dst, edge_type
+
     def candidate_types(self, wanted: Sequence[str]) -> list[str]:
         unknown = [t for t in wanted if t not in self.type_names]
         if unknown:
@@ -108,6 +163,7 @@ class SKBBuilder:
     def skb(self, name: str, candidates: Sequence[str], description: str) -> harness.SKB:
         import numpy as np
 
+        src, dst, edge_type = self.edges()
         return harness.SKB(
             name=name,
             description=description,
@@ -116,9 +172,9 @@ class SKBBuilder:
             names=self.names,
             fields=self.fields,
             edge_types=self.edge_types,
-            src=np.asarray(self.src, dtype=np.int64),
-            dst=np.asarray(self.dst, dtype=np.int64),
-            edge_type=np.asarray(self.edge_type, dtype=np.int32),
+            src=src,
+            dst=dst,
+            edge_type=edge_type,
             candidate_types=self.candidate_types(candidates),
         )
 
@@ -243,7 +299,7 @@ def write_dataset(
     # distinct such ids are distinct numbers
     numeric = all(re.fullmatch(r"0|-?[1-9][0-9]*", q.source_id, flags=re.ASCII) for q in queries.items)
     with output_dir(out, replace=out.exists()) as tmp:
-        skb.save(tmp / "skb")
+        skb.save(tmp / "skb", fast=True)  # a large import: compressed for speed, the same content
         qa = tmp / "qa"
         (qa / "stark_qa").mkdir(parents=True)
         (qa / "split").mkdir()
@@ -260,28 +316,6 @@ def write_dataset(
             (qa / "split" / f"{split}.index").write_text("\n".join(ids) + "\n", encoding="utf-8")
         (tmp / "node_ids.txt").write_text("".join(f"{node_id}\n" for node_id in node_ids), encoding="utf-8")
         harness.write_json(tmp / "import.json", provenance, durable=False)
-
-
-@contextmanager
-def output_dir(target: Path, replace: bool) -> Iterator[Path]:
-    """A directory built beside ``target`` under a name of ours, moved to ``target`` only when
-    complete. ``replace``: ``target`` exists and is swapped out (--force). Otherwise a
-    ``target`` that appears meanwhile (another process) is an error: what we wrote is not
-    there, so reporting it would be false."""
-    target = target.resolve()  # "." has no name to build beside
-    staged = target.with_name(f".{target.name}.{os.getpid()}.staged")
-    with harness.atomic_dir(staged) as tmp:
-        yield tmp
-    if replace:
-        harness.replace_dir(staged, target)
-        return
-    try:
-        os.rename(staged, target)  # fails on a directory that is not empty: nothing is lost
-    except OSError as exc:
-        shutil.rmtree(staged, ignore_errors=True)
-        raise harness.HarnessError(
-            f"{target} appeared while it was being written ({exc.strerror}); nothing was written to it"
-        ) from None
 
 
 @contextmanager

@@ -23,17 +23,15 @@ import click
 
 import harness
 from harness import SKB, HarnessError, Query, QuerySet
-from harness_formats.build import output_dir
 from harness_formats.hf import BATCH, Progress, qrels_rows, write_hf
+from harness_formats.staging import claimed, output_dir
 
 
 @click.command(name="export")
 @click.option("--dataset", "-d", required=True, help="registry or plugin dataset to export")
 @click.option("--split", "splits", multiple=True, help="a query split to export (repeat; default: every split)")
 @click.option("--to", "to", type=click.Choice(["hf", "beir", "trec"]), required=True, help="the format")
-@click.option(
-    "--out", required=True, type=click.Path(file_okay=False), help="directory to write (new or empty; see --force)"
-)
+@click.option("--out", required=True, type=click.Path(), help="directory to write (new or empty; see --force)")
 @click.option(
     "--with-relations",
     is_flag=True,
@@ -64,6 +62,20 @@ def export(
     (trec). See the harness-formats README for each layout."""
     target = Path(out)
     _check_target(target, force)
+    with claimed(target):  # before the work: a busy or unwritable --out is said at once
+        _export(target, dataset, splits, to, with_relations, ids, data_dir, registry_path)
+
+
+def _export(
+    target: Path,
+    dataset: str,
+    splits: tuple[str, ...],
+    to: str,
+    with_relations: bool,
+    ids: str,
+    data_dir: str | None,
+    registry_path: str | None,
+) -> None:
     loaded = harness.load_dataset(dataset, data_dir, registry_path)
     queries = loaded.load_queries()
     chosen = list(dict.fromkeys(splits)) or queries.split_names

@@ -24,9 +24,8 @@ def _common(func: Callable[..., Any]) -> Callable[..., Any]:
     """The options both sources share: the queries, the output, the candidates."""
     options = [
         click.option("--queries", "queries_file", required=True, type=click.Path(dir_okay=False), help=QUERY_HELP),
-        click.option(
-            "--out", required=True, type=click.Path(file_okay=False), help="directory to write (skb/ and qa/)"
-        ),
+        # not click.Path(file_okay=False): a file in the way is one error line (staging.claimed), not a usage text
+        click.option("--out", required=True, type=click.Path(), help="directory to write (skb/ and qa/)"),
         click.option(
             "--candidates",
             multiple=True,
@@ -100,7 +99,7 @@ def tables(
 
     columns = TableColumns(id_column, type_column, name_column, src_column, dst_column, edge_type_column)
     builder = SKBBuilder()
-    with progress_bars() as track:
+    with _claimed(common), progress_bars() as track:
         sources = [read_nodes(builder, spec, columns, track) for spec in node_files]
         sources += [read_edges(builder, spec, columns, track) for spec in edge_files]
         _finish(builder, sources, {"command": "tables", "columns": vars(columns)}, track, **common)
@@ -137,13 +136,26 @@ def db(database: str, name_columns: tuple[str, ...], exclude: tuple[str, ...], *
         names[table] = column
     source = Database(database, exclude)
     builder = SKBBuilder()
-    with progress_bars() as track:
+    with _claimed(common), progress_bars() as track:
         read = read_database(source, builder, names, track)
         provenance: dict[str, Any] = {"command": "db", "database": source.shown, **read, "excluded": list(exclude)}
         # not silently: the columns that are neither text nor keys (numbers, dates, blobs)
         provenance["columns_left_out"] = source.left_out()
         provenance["name_columns"] = names
         _finish(builder, [], provenance, track, **common)
+
+
+def _claimed(common: dict[str, Any]) -> Any:
+    """``--out``'s lock, held from before the tables are read (a second import or export into it
+    stops at once); an existing ``--out`` without --force is said first."""
+    from harness_formats.staging import claimed
+
+    target = Path(common["out"])
+    if target.exists() and not target.is_dir():
+        raise harness.HarnessError(f"--out {target} is a file, not a directory")
+    if target.exists() and not common["force"]:
+        raise harness.HarnessError(f"{target} exists; choose another --out, or --force to replace it")
+    return claimed(target)
 
 
 def _finish(

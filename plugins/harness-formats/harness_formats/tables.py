@@ -37,6 +37,7 @@ class Table:
     total: int  # in ``unit``s: bytes for text files, rows for Parquet
     unit: str
     _rows: Callable[[Progress], Iterator[tuple[int, dict[str, Any]]]]
+    delimiter: str | None = None  # CSV and TSV: what separates cells (the whole-table reader needs it)
     row_word: str = field(init=False)  # what errors call a row: "line" in JSON Lines
 
     def __post_init__(self) -> None:
@@ -127,7 +128,7 @@ def _csv(path: Path, delimiter: str) -> Table:
         except csv.Error as exc:
             raise harness.HarnessError(f"{path}, row {number + 1}: {exc}") from None
 
-    return Table(path, header, path.stat().st_size, "bytes", rows)
+    return Table(path, header, path.stat().st_size, "bytes", rows, delimiter)
 
 
 def _jsonl(path: Path) -> Table:
