@@ -283,8 +283,10 @@ def _print_outcome(outcome: Any) -> None:
     stdout.print(
         f"run files: {outcome.run_dir}" + (f"\nleaderboard row: {outcome.row_path}" if outcome.row_path else "")
     )
+    from harness.run.secrets import redact  # a note may quote a plugin's or an executor's error
+
     for note in outcome.notes:
-        stdout.print(f"note: {note}", highlight=False)
+        stdout.print(f"note: {redact(note)}", highlight=False)
     for check in outcome.checks:
         actual = "missing" if check.actual is None else f"{check.actual:.4f}"
         diff = "" if check.actual is None else f" ({check.actual - check.expected:+.4f})"

@@ -21,6 +21,7 @@ from harness.io import atomic_write, clean_stale, exclusive, leaderboard_lock, r
 from harness.leaderboard.bundles import RunEntry, collect, run_members, sha256
 from harness.leaderboard.rows import LeaderboardRow, json_schema, read_rows, row_path, write_merged
 from harness.leaderboard.validate import Validation, data_conflicts, summarize_failures, validate
+from harness.run.secrets import redact
 
 
 @dataclass
@@ -243,8 +244,8 @@ def prepend_changelog(root: Path, entry: list[str]) -> None:
     old = path.read_text(encoding="utf-8") if path.exists() else CHANGELOG_TITLE
     title = next((t for t in (CHANGELOG_TITLE, *_OLD_TITLES) if old.startswith(t)), None)
     body = old[len(title) :] if title else "\n" + old
-    with atomic_write(path) as handle:
-        handle.write(CHANGELOG_TITLE + "\n".join(entry) + "\n" + body)
+    with atomic_write(path) as handle:  # published: a reason quoting a URL loses its credentials
+        handle.write(CHANGELOG_TITLE + redact("\n".join(entry)) + "\n" + body)
 
 
 def withdraw(

@@ -31,6 +31,7 @@ from harness.plugins import PluginManager, get_plugin_manager
 from harness.retriever import ProgressFactory
 from harness.run import Runner, RunSpec, load_registry, resolve
 from harness.run.resolve import Component, construct
+from harness.run.secrets import check_runnable
 from harness.run.seeds import run_seeds
 
 #: a deterministic zero-shot row reproduces to the last bits of its arithmetic
@@ -175,7 +176,8 @@ def seed_of(source: RowSource) -> int:
 def spec_from_row(row: LeaderboardRow, plugins: PluginManager, data_dir: str | None = None, seed: int = 0) -> RunSpec:
     """The run ``row`` records, every component constructed from its recorded plugin and
     parameters (as a search worker constructs the driver's); ``data_dir`` says where the
-    dataset's files are here."""
+    dataset's files are here. Credentials the row records redacted are ``***`` here: enough to
+    compare configurations (validation), not to run (:func:`reproduce` refuses those rows)."""
     retrievers: dict[str, Component] = {}
     for info in [row.retriever, *row.uses]:
         retrievers.setdefault(info.name, _construct(plugins, "retriever", info))
@@ -203,12 +205,6 @@ def _construct(plugins: PluginManager, kind: str, info: Any, overrides: dict[str
         raise HarnessError(
             f"{kind} {info.name!r} was constructed by the caller ({info.plugin}), not by a plugin: "
             "the row cannot be re-run from what it records"
-        )
-    redacted = [key for key, value in info.params.items() if "://***@" in json.dumps(value)]
-    if redacted:
-        raise HarnessError(
-            f"{kind} {info.name!r}: the row records {redacted[0]!r} with its URL credentials removed (***); "
-            "it cannot be re-run from what it records"
         )
     component = construct(plugins, kind, info.name, info.plugin, {**info.params, **(overrides or {})})
     if not overrides:
@@ -253,6 +249,8 @@ def reproduce(
     notes = []
     if row.sample and (row.training is None or row.seeds) and sample_seed_of(source) is None:
         notes.append("the sample's seed is not recorded beside the row (no config.json): assumed 0")
+    for kind, info in [("retriever", row.retriever), *(("retriever", i) for i in row.uses), ("dataset", row.dataset)]:
+        check_runnable(f"{kind} {info.name!r}", info.params)  # credentials recorded as *** cannot run
     spec = spec_from_row(row, plugins, data_dir, seed)
     training = row.training
     runner = Runner(

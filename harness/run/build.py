@@ -20,6 +20,7 @@ from harness.queries import Query
 from harness.retriever import BuildContext, ProgressFactory, ProgressTask, Retriever
 from harness.run.checks import CheckedRetriever, candidate_mask
 from harness.run.resolve import Component, RunSpec
+from harness.run.secrets import redacted
 from harness.skb import SKB
 from harness.training import TrainingInfo, TrainingPlan, ensure_trained, plan_training, training_configuration
 
@@ -119,7 +120,7 @@ class Builder:
             except Exception as exc:
                 reported = {"usage_error": f"{type(exc).__name__}: {exc}"}
             prefix = "" if component.name == spec.retriever else f"{component.name}."
-            for key, value in reported.items():
+            for key, value in redacted(reported).items():  # recorded in usage.json and the row
                 spent.setdefault(f"{prefix}{key}", value)
         return spent
 
@@ -139,7 +140,7 @@ class Builder:
             if not isinstance(reported, dict):
                 raise HarnessError(f"retriever {name!r}: provenance() returned {type(reported).__name__}, not a dict")
             if reported:
-                found[name] = reported
+                found[name] = redacted(reported)  # recorded in build.json and the row: no credentials
         return found
 
     def _build(self, component: Component, skb: SKB, dataset: Dataset, context: BuildContext) -> None:

@@ -47,7 +47,7 @@ class ComponentInfo(BaseModel):
         "not part of the configuration hash",
     )
     #: the parameters the component is built with, when they differ from the recorded ones
-    #: (URL credentials, which are recorded as ***); never serialised
+    #: (credentials inside values, which are recorded as ***: harness.run.secrets); never serialised
     _runtime_params: dict[str, Any] | None = PrivateAttr(default=None)
 
     @property

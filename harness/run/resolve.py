@@ -120,7 +120,7 @@ def construct(
     info = ComponentInfo(
         name=name,
         plugin=plugin,
-        params=redacted(full),  # what is recorded: URL credentials as ***
+        params=redacted(full),  # what is recorded: credentials inside values as ***
         version=str(getattr(instance, "version", "0")),  # the instance's: a parameter may choose it
         package=plugins.distributions.get(components.owner.get((kind, plugin), "")),
     )

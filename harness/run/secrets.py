@@ -1,31 +1,179 @@
-"""Keeping credentials out of what the harness writes.
+"""Keeping credentials out of what the harness writes and prints.
 
 Parameters end up in ``config.json``, leaderboard rows, the leaderboard itself and submission
 bundles, so a parameter named like a credential (``api_key``, ``token``, ``password``…) is
-refused: keys come from the environment. Credentials inside a URL
-(``https://user:secret@host``) are allowed for the component that needs them but are
-replaced by ``***`` in everything recorded and in error messages.
+refused: keys come from the environment. A credential inside a value is allowed for the
+component that needs it (the component is constructed with the real value) but is replaced by
+``***`` in everything recorded, logged or printed, wherever it sits:
+
+- a URL's user information: ``https://user:secret@host`` → ``https://***@host``;
+- a query parameter named like a credential (``key``, ``api_key``, ``token``, ``sig``,
+  ``X-Amz-Signature``, ``password``…), also URL-encoded (a URL inside another URL's query):
+  ``?api_key=sk-1`` → ``?api_key=***``;
+- a header: ``Authorization: Bearer sk-1`` → ``Authorization: Bearer ***``, ``X-Api-Key: sk-1``,
+  a bare ``Bearer sk-1``;
+- a quoted key and its value, as JSON or a Python repr of a dict writes them
+  (``"api_key": "sk-1"``), and, in a parameter, a mapping's entry named like a credential.
+
+The replacement is always ``***`` (redacting twice changes nothing), so a configuration hash
+over redacted parameters is as deterministic as one over the real values.
 """
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from harness.errors import HarnessError
+
+#: what a credential is replaced by in everything recorded or printed
+REDACTED = "***"
 
 _SECRET_NAME = re.compile(
     r"^(.*[_-])?(api[_-]?key|secret|client[_-]?secret|password|passwd|token|access[_-]?token|auth[_-]?token"
     r"|credentials?|private[_-]?key|authorization)$",
     re.IGNORECASE,
 )
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>\b[a-z][a-z0-9+.\-]*://)[^/\s@]+@", re.IGNORECASE)
+#: word parts of a query parameter's (or header's) name that make it a credential: broader than
+#: parameter names, since ``?key=…`` and ``?sig=…`` are how URLs carry keys and signatures
+_SECRET_WORDS = frozenset(
+    "key apikey api_key token secret password passwd pwd pass signature sig auth authorization credential "
+    "credentials accesstoken access_token authtoken sessiontoken clientsecret privatekey cookie bearer jwt".split()
+)
+# %25 repeated: a URL encoded more than once (inside a URL inside a URL)
+_PCT = r"%(?:25)*"
+_URL_CREDENTIALS = re.compile(
+    rf"(?P<scheme>\b[a-z][a-z0-9+.\-]*(?::|{_PCT}3a)(?://|(?:{_PCT}2f){{2}}))"
+    rf"(?P<value>(?:(?!{_PCT}(?:2f|3f|23|40|20))[^/\s@?#\"'<>\\])+)(?P<at>@|{_PCT}40)",
+    re.IGNORECASE,
+)
+# A query parameter: a separator (?, &, ; or their encodings, or the start of a word), a name, =
+# (or %3D), its value up to the next separator.
+_QUERY = re.compile(
+    rf"(?P<sep>^|[?&;\s,(\[{{]|{_PCT}(?:3f|26|3b))"
+    rf"(?P<name>(?:[a-z0-9_.\-]|{_PCT}(?:5f|2d|2e))+)"
+    rf"(?P<eq>=|{_PCT}3d)"
+    rf"(?P<value>(?:(?!{_PCT}(?:26|23|3b|20|22|27))[^&#;\s\"'<>\\\])}}])+)",
+    re.IGNORECASE,
+)
+# A header line or a YAML-like ``name: value``; the name is checked by ``_header_name``.
+_HEADER = re.compile(
+    r"(?P<sep>(?<![\w-])(?P<name>[a-z][a-z0-9_-]*)\s*:[ \t]*"
+    r"(?:(?:bearer|basic|token|digest|bot|apikey)[ \t]+)?)"
+    r"(?P<value>[^\s\"',;]+)",
+    re.IGNORECASE,
+)
+_BEARER = re.compile(r"(?P<sep>\bbearer[ \t]+)(?P<value>\*\*\*|[a-z0-9._~+/=\-]{4,})", re.IGNORECASE)
+# A quoted name and its quoted value: JSON (``"api_key": "…"``) or a Python repr (``'token': '…'``).
+_QUOTED = re.compile(
+    r"(?P<sep>(?P<q>[\"'])(?P<name>[^\"'\s\\]{1,64})\\?(?P=q)\s*[:=]\s*(?P<v>\\?[\"']))"
+    r"(?P<value>(?:(?!(?P=v))(?:\\.|[^\\\n]))*)",
+)
+
+
+def _words(name: str) -> list[str]:
+    """A name's word parts: ``X-Amz-Signature`` → x, amz, signature; ``accessToken`` → access, token."""
+    name = re.sub(r"%(?:25)*(5f|2d|2e)", "_", name, flags=re.IGNORECASE)
+    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)
+    return [word for word in re.split(r"[_\-.\s]+", name.lower()) if word]
+
+
+def secret_name(name: str) -> bool:
+    """Whether a query parameter, header or mapping key named ``name`` holds a credential."""
+    words = _words(str(name))
+    joined = "".join(words)
+    return bool(
+        _SECRET_NAME.match(str(name))
+        or any(word in _SECRET_WORDS for word in words)
+        or joined in _SECRET_WORDS
+        or any("_".join(words[i : i + 2]) in _SECRET_WORDS for i in range(len(words) - 1))
+    )
+
+
+def _header_name(name: str) -> bool:
+    """Header-like names only: ``Authorization``, ``X-Api-Key``, ``api_key``, ``password``; not a
+    bare ``key:`` or ``token:`` in an error message (``unknown key: retriever``)."""
+    return bool(_SECRET_NAME.match(name)) or ("-" in name and secret_name(name)) or name.lower() == "cookie"
+
+
+def _query_name(match: re.Match[str]) -> bool:
+    # after ?, & or ; any credential-like name (``?key=``, ``&sig=``); in prose only a name that
+    # could be nothing else (``api_key=…``, not ``KEY=VALUE`` in a usage message)
+    in_url = match.group("sep")[-1:] in ("?", "&", ";") or match.group("sep").startswith("%")
+    return secret_name(match.group("name")) if in_url else bool(_SECRET_NAME.match(match.group("name")))
+
+
+# Each pattern is tried at every position (inside a lookahead), so that a value holding another
+# (a URL in a query parameter, JSON in a string) never hides the credential inside it.
+_FINDERS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], bool]], ...] = (
+    (re.compile(f"(?=(?:{_URL_CREDENTIALS.pattern}))", re.IGNORECASE), lambda m: True),
+    (re.compile(f"(?=(?:{_QUERY.pattern}))", re.IGNORECASE), _query_name),
+    (re.compile(f"(?=(?:{_QUOTED.pattern}))"), lambda m: _header_name(m.group("name"))),
+    (re.compile(f"(?=(?:{_HEADER.pattern}))", re.IGNORECASE), lambda m: _header_name(m.group("name"))),
+    (re.compile(f"(?=(?:{_BEARER.pattern}))", re.IGNORECASE), lambda m: True),
+)
+
+
+# every pattern needs one of these (``:`` of a scheme or header, ``=``, ``@``, an encoding's
+# ``%``, or a bare ``Bearer``): most strings (names, texts) are passed over at once
+_HINT = re.compile(r"[@=:%]|bearer", re.IGNORECASE)
+# what stands for a credential in a message or an example, not one: ``export KEY=...``, ``$KEY``
+_PLACEHOLDER = re.compile(r"(\.{2,}|…|\$\{?\w+\}?)[.,;:)]?")
+
+
+def _spans(text: str) -> list[tuple[int, int]]:
+    """Where the credentials in ``text`` are: merged ``(start, end)`` spans, in order."""
+    found = sorted(
+        match.span("value")
+        for pattern, keep in _FINDERS
+        for match in pattern.finditer(text)
+        if match.group("value") and not _PLACEHOLDER.fullmatch(match.group("value")) and keep(match)
+    )
+    merged: list[tuple[int, int]] = []
+    for start, end in found:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
 
 
 def redact(text: str) -> str:
-    """``text`` with the credentials of every URL in it replaced by ``***``."""
-    return _URL_CREDENTIALS.sub(r"\g<scheme>***@", text)
+    """``text`` with every credential in it (URL user information, credential-named query
+    parameters, raw or URL-encoded, headers, quoted ``"api_key": "…"`` pairs) replaced by ``***``."""
+    if not text or not _HINT.search(text):
+        return text
+    out, last = [], 0
+    for start, end in _spans(text):
+        out += [text[last:start], REDACTED]
+        last = end
+    return "".join([*out, text[last:]]) if out else text
+
+
+def has_redactions(value: Any) -> bool:
+    """Whether ``value`` (a string, or parameters at any depth) holds a credential that was
+    redacted: recorded as ``***``, so that it cannot be used again as recorded."""
+    if isinstance(value, str):
+        return REDACTED in value and any(value[start:end] == REDACTED for start, end in _spans(value))
+    if isinstance(value, Mapping):
+        return any(
+            (secret_name(str(k)) and v == REDACTED) or has_redactions(k) or has_redactions(v) for k, v in value.items()
+        )
+    if isinstance(value, list | tuple):
+        return any(has_redactions(v) for v in value)
+    return False
+
+
+def check_runnable(where: str, params: Mapping[str, Any]) -> None:
+    """Refuse to run recorded ``params`` in which a credential was redacted (``***``)."""
+    redacted = [key for key, value in params.items() if has_redactions({key: value})]
+    if redacted:
+        raise HarnessError(
+            f"{where}: the row records {redacted[0]!r} with its credentials removed (***); "
+            "it cannot be re-run from what it records"
+        )
 
 
 def check_no_secrets(params: Mapping[str, Any], where: str, path: str = "") -> None:
@@ -42,12 +190,34 @@ def check_no_secrets(params: Mapping[str, Any], where: str, path: str = "") -> N
             check_no_secrets(value, where, name)
 
 
-def redacted(value: Any) -> Any:
-    """``value`` (parameters: dicts, lists, strings) with URL credentials replaced by ``***``."""
+_PLAIN = frozenset({int, float, bool, type(None)})
+
+
+def redacted(value: Any, parent: str = "") -> Any:
+    """``value`` (parameters, provenance, rows: dicts, lists, strings) with every credential in
+    its strings replaced by ``***``, and the string value of a key named like a credential (in a
+    ``headers`` mapping: any credential-like name, ``X-Goog-Signature`` say) too."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, Mapping):
-        return {k: redacted(v) for k, v in value.items()}
+        headers = "header" in parent.lower()
+        return {
+            k: (
+                REDACTED
+                if isinstance(v, str) and v and (_header_name(str(k)) or (headers and secret_name(str(k))))
+                else redacted(v, str(k))
+            )
+            for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
-        return [redacted(v) for v in value]
+        if _PLAIN.issuperset(map(type, value)):  # ids, scores: nothing to redact (and quick to see)
+            return list(value)
+        return [redacted(v, parent) for v in value]
     return value
+
+
+class RedactingFormatter(logging.Formatter):
+    """A log formatter that redacts credentials (an HTTP client's INFO line names the URL it calls)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
