@@ -30,11 +30,11 @@ def test_both_versions_load_through_the_public_api() -> None:
     assert (v2.version, v1.version, LATEST) == ("2", "1", "2")  # v2 is the default benchmark
     assert (v2.params["version"], v1.params["version"]) == ("2", "1")
     assert v2.load_skb().fingerprint != v1.load_skb().fingerprint
-    v2_splits = ["test", "test-paraphrased", "train", "val"]
+    v2_splits = ["test", "test-paraphrased", "train", "train-templated", "val"]
     for dataset, version, splits in ((v2, "2", v2_splits), (v1, "1", ["test", "val"])):
         on_disk = harness.load_stark_layout(VERSIONS[version] / "qa")
         assert dataset.load_queries().counts() == on_disk.counts()
-        assert sorted(dataset.load_queries().counts()) == splits  # v2's train split is synthesized
+        assert sorted(dataset.load_queries().counts()) == splits
     # the query sets differ: no v1 query text is a v2 one
     v1_texts, v2_texts = ({q.text for s in ("val", "test") for q in d.load_queries().split(s)} for d in (v1, v2))
     assert v1_texts and v2_texts and not v1_texts & v2_texts

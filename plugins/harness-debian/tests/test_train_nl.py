@@ -98,7 +98,10 @@ def test_merge_ships_train_and_keeps_the_templated_split_as_train_templated(tmp_
     shipped_root = default_root()
     root = tmp_path / "v2"
     shutil.copytree(shipped_root, root, ignore=shutil.ignore_patterns("__pycache__", "texts"))
-    templated = train_splits(shipped_root)["train"]
+    # back to before the shipped merge: the templated split in train/, no natural-language one
+    shutil.rmtree(root / "train")
+    (root / "train-templated").rename(root / "train")
+    templated = train_splits(shipped_root)["train-templated"]
     (root / "train-nl" / "texts").mkdir()
     texts = (shipped_root / "train-nl" / "texts" / "part-01.yaml").read_text(encoding="utf-8")
     (root / "train-nl" / "texts" / "part-01.yaml").write_text(texts.split("- id: 200018")[0], encoding="utf-8")
