@@ -93,7 +93,7 @@ def test_check_fails_when_expected_scores_are_missed(tmp_path: Path) -> None:
     condition["expected"]["hit@1"] = 0.9
     (tmp_path / "registry.yaml").write_text(json.dumps({"conditions": [condition]}))  # ./registry.yaml wins
     code, out, _ = invoke("run", "--check")
-    assert code == 1 and "FAIL hit@1: expected 0.9000" in out and "OK mrr" in out
+    assert code == 1 and "FAIL hit@1: expected 90.0000" in out and "OK mrr" in out
 
 
 @pytest.mark.usefixtures("fake_plugin")

@@ -287,11 +287,12 @@ def _print_outcome(outcome: Any) -> None:
 
     for note in outcome.notes:
         stdout.print(f"note: {redact(note)}", highlight=False)
-    for check in outcome.checks:
-        actual = "missing" if check.actual is None else f"{check.actual:.4f}"
-        diff = "" if check.actual is None else f" ({check.actual - check.expected:+.4f})"
+    for check in outcome.checks:  # ×100 as the table above; four decimals: the tolerances are that fine
+        actual = "missing" if check.actual is None else f"{100 * check.actual:.4f}"
+        diff = "" if check.actual is None else f" ({100 * (check.actual - check.expected):+.4f})"
         status = "[green]OK[/green]" if check.ok else "[red]FAIL[/red]"
-        stdout.print(f"{status} {check.metric}: expected {check.expected:.4f} ± {check.tolerance}, got {actual}{diff}")
+        expected = f"{100 * check.expected:.4f} ± {100 * check.tolerance:.4f}"
+        stdout.print(f"{status} {check.metric}: expected {expected}, got {actual}{diff}", highlight=False)
 
 
 @hookimpl
