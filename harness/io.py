@@ -197,6 +197,8 @@ def _renamed(tmp: Path, target: Path) -> Iterator[None]:
         name = os.fspath(exc.filename) if isinstance(exc.filename, (str, os.PathLike)) else None
         if isinstance(name, str) and (name == str(tmp) or name.startswith(str(tmp) + os.sep)):
             exc.filename = str(target) + name[len(str(tmp)) :]
+            if isinstance(exc, NoSpaceError):  # from a write nested in this one: its message names the file too
+                exc.args = (str(exc.args[0]).replace(name, exc.filename),)
         raise
 
 

@@ -176,7 +176,8 @@ THIRD_PARTY_LOGGERS = (
 
 
 class _Stderr(logging.StreamHandler):
-    """Writes to whatever ``sys.stderr`` is when a record comes (as click's test runner swaps it)."""
+    """Writes to whatever ``sys.stderr`` is when a record comes (as click's test runner swaps it),
+    with every credential in it redacted (an HTTP client logs the URLs it calls)."""
 
     @property
     def stream(self) -> Any:
@@ -186,23 +187,32 @@ class _Stderr(logging.StreamHandler):
     def stream(self, value: Any) -> None:
         pass
 
+    def format(self, record: logging.LogRecord) -> str:
+        from harness.run.secrets import redact  # at the first record: `harness --help` imports no numerics
+
+        return redact(super().format(record))
+
 
 def set_verbosity(verbose: bool) -> None:
     """``--verbose`` (or ``HARNESS_VERBOSE=1``): third-party INFO logs reach the console, and
     plugins see ``HARNESS_VERBOSE=1`` (Java's, say, follow it); otherwise those loggers stay
-    at WARNING whatever a library configures."""
+    at WARNING whatever a library configures. Either way log records and ``warnings.warn`` go
+    through one redacting stderr handler: Python's last-resort handler and ``showwarning``
+    would print them unredacted."""
     verbose = verbose or os.environ.get("HARNESS_VERBOSE") == "1"
     level = logging.INFO if verbose else logging.WARNING
+    root = logging.getLogger()
+    handler = next((h for h in root.handlers if isinstance(h, _Stderr)), None)
+    if handler is None:
+        handler = _Stderr()
+        root.addHandler(handler)
+    # quiet: WARNING and above, as the last-resort handler printed them; verbose: what passes the loggers
+    handler.setLevel(logging.NOTSET if verbose else logging.WARNING)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s" if verbose else "%(message)s"))
+    logging.captureWarnings(True)
     if verbose:
         os.environ["HARNESS_VERBOSE"] = "1"
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "info")  # transformers sets its own level on import
-        root = logging.getLogger()
-        if not any(isinstance(handler, _Stderr) for handler in root.handlers):
-            handler = _Stderr()
-            from harness.run.secrets import RedactingFormatter  # an HTTP client logs the URLs it calls
-
-            handler.setFormatter(RedactingFormatter("%(levelname)s %(name)s: %(message)s"))
-            root.addHandler(handler)
         if root.getEffectiveLevel() > logging.INFO:
             root.setLevel(logging.INFO)
     for name in THIRD_PARTY_LOGGERS:

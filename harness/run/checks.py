@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.errors import HarnessError
+from harness.io import atomic_write
 from harness.queries import Query
 from harness.retriever import BuildContext, Ranking, Retriever
 from harness.skb import SKB
@@ -137,11 +138,13 @@ def read_results(path: Path, wanted: set[int], notes: list[str] | None = None) -
 
     The runner logs a query once. A query logged twice with another record is an error naming
     both lines (which ranking counts cannot be decided, and neither line may silently win); the
-    same record twice (a log copied or concatenated onto itself) is tolerated, counted once, noted."""
+    same record twice (a log copied or concatenated onto itself) is tolerated, counted once, noted
+    and removed from the log (so that the next resume neither keeps nor notes it again)."""
     if not path.exists():
         return {}
     logged: dict[int, tuple[int, dict[str, Any]]] = {}  # qid → (its line, its record)
-    repeated = good_bytes = 0
+    repeated: set[int] = set()  # numbers of the lines that repeat an earlier one word for word
+    good_bytes = good_lines = 0
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, 1):
             if not raw.endswith(b"\n"):
@@ -163,16 +166,23 @@ def read_results(path: Path, wanted: set[int], notes: list[str] | None = None) -
                         f"{number}) to keep the other's results, or delete {path} (or run with --fresh) to search "
                         "every query again"
                     )
-                repeated += 1
+                repeated.add(number)
             else:
                 logged[qid] = (number, record)
-            good_bytes += len(raw)
+            good_bytes, good_lines = good_bytes + len(raw), number
     results = {qid: record for qid, (_, record) in logged.items() if qid in wanted}
     if repeated and notes is not None:
-        notes.append(f"{path}: {repeated} lines repeat an earlier line word for word; each query counted once")
-    if good_bytes != path.stat().st_size:
-        if notes is not None:
-            notes.append(f"{path}: cut at byte {good_bytes} (a torn or foreign line); those queries run again")
+        said = "1 line repeated" if len(repeated) == 1 else f"{len(repeated)} lines repeated"
+        notes.append(f"{path}: {said} an earlier line word for word, removed; each query counted once")
+    cut = good_bytes != path.stat().st_size
+    if cut and notes is not None:
+        notes.append(f"{path}: cut at byte {good_bytes} (a torn or foreign line); those queries run again")
+    if repeated:
+        with path.open("rb") as source, atomic_write(path, "wb") as kept:
+            kept.writelines(
+                raw for number, raw in enumerate(source, 1) if number <= good_lines and number not in repeated
+            )
+    elif cut:
         with path.open("r+b") as handle:
             handle.truncate(good_bytes)
     return results

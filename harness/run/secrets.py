@@ -6,10 +6,13 @@ refused: keys come from the environment. A credential inside a value is allowed 
 component that needs it (the component is constructed with the real value) but is replaced by
 ``***`` in everything recorded, logged or printed, wherever it sits:
 
-- a URL's user information: ``https://user:secret@host`` → ``https://***@host``;
-- a query parameter named like a credential (``key``, ``api_key``, ``token``, ``sig``,
-  ``X-Amz-Signature``, ``password``…), also URL-encoded (a URL inside another URL's query):
-  ``?api_key=sk-1`` → ``?api_key=***``;
+- a URL's user information, up to the last ``@`` before the host (a password may hold
+  ``%40``): ``https://user:secret@host`` → ``https://***@host``;
+- a query or fragment parameter named like a credential (``key``, ``api_key``, ``token``,
+  ``sig``, ``X-Amz-Signature``, ``password``, ``passphrase``, ``session``…), also URL-encoded
+  (a URL inside another URL's query): ``?api_key=sk-1`` → ``?api_key=***``,
+  ``#access_token=…``; in prose ``token = "…"`` too. Names count as whole names:
+  ``sort_key``, ``key_column`` and ``pad_token`` are not credentials;
 - a header: ``Authorization: Bearer sk-1`` → ``Authorization: Bearer ***``, ``X-Api-Key: sk-1``,
   a bare ``Bearer sk-1``;
 - a quoted key and its value, as JSON or a Python repr of a dict writes them
@@ -31,38 +34,50 @@ from harness.errors import HarnessError
 #: what a credential is replaced by in everything recorded or printed
 REDACTED = "***"
 
-_SECRET_NAME = re.compile(
-    r"^(.*[_-])?(api[_-]?key|secret|client[_-]?secret|password|passwd|token|access[_-]?token|auth[_-]?token"
-    r"|credentials?|private[_-]?key|authorization)$",
-    re.IGNORECASE,
+# Names that hold a credential, compared as whole names split into lower-case words
+# (``X-Api-Key`` → x_api_key, ``accessToken`` → access_token), never as a word inside a longer
+# name: ``sort_key``, ``key_column``, ``pad_token`` and ``max_tokens`` are not credentials.
+#: a name ending in one of these is one (``openai_api_key``, ``X-Auth-Token``, ``db_password``)
+_ENDINGS = frozenset(
+    "api_key apikey access_token accesstoken auth_token authtoken refresh_token id_token session_token "
+    "sessiontoken security_token client_secret clientsecret secret secret_key private_key privatekey access_key "
+    "subscription_key password passwd passphrase credential credentials authorization".split()
 )
-#: word parts of a query parameter's (or header's) name that make it a credential: broader than
-#: parameter names, since ``?key=…`` and ``?sig=…`` are how URLs carry keys and signatures
-_SECRET_WORDS = frozenset(
-    "key apikey api_key token secret password passwd pwd pass signature sig auth authorization credential "
-    "credentials accesstoken access_token authtoken sessiontoken clientsecret privatekey cookie bearer jwt".split()
-)
+#: whole names that are one wherever they stand (a parameter, a header, prose's ``token = …``)
+_WHOLE = frozenset({"token", "pwd"})
+#: more names, only in a URL's query or fragment and a header: how URLs carry keys, signatures
+#: and sessions (``?key=``, ``&sig=``, ``X-Amz-Signature``); elsewhere they are ordinary words
+_URL_WHOLE = frozenset("key sig signature auth session sessionid session_id cookie jwt pass".split())
+_URL_ENDINGS = frozenset({"signature", "session_id"})
+#: an environment variable's name (``HF_TOKEN=…``, ``STRIPE_KEY=…`` in a message)
+_ENV_CREDENTIAL = re.compile(r"[A-Z][A-Z0-9_]*_(?:TOKEN|KEY)")
 # %25 repeated: a URL encoded more than once (inside a URL inside a URL)
 _PCT = r"%(?:25)*"
+# A URL's user information runs to the last @ before the host, at the URL's own encoding level:
+# a raw URL's password may hold ``%40``, a URL-encoded one's ``%2540``; in an encoded URL (inside
+# another's query) a bare & or ; ends the outer value.
 _URL_CREDENTIALS = re.compile(
-    rf"(?P<scheme>\b[a-z][a-z0-9+.\-]*(?::|{_PCT}3a)(?://|(?:{_PCT}2f){{2}}))"
-    rf"(?P<value>(?:(?!{_PCT}(?:2f|3f|23|40|20))[^/\s@?#\"'<>\\])+)(?P<at>@|{_PCT}40)",
+    rf"(?P<scheme>\b[a-z][a-z0-9+.\-]*(?:://|(?P<pct>{_PCT})3a(?P=pct)2f(?P=pct)2f))"
+    r"(?P<value>(?:(?(pct)(?!(?P=pct)(?:2f|3f|23|20)|[&;]))[^/?#\s\"'<>\\])+)"
+    r"(?P<at>(?(pct)(?P=pct)40|@))",
     re.IGNORECASE,
 )
-# A query parameter: a separator (?, &, ; or their encodings, or the start of a word), a name, =
-# (or %3D), its value up to the next separator.
+# A query (or fragment: ``#access_token=…``) parameter: a separator (?, &, ;, # or their
+# encodings, a quote, or the start of a word), a name, = (or %3D; in prose spaced too), its value up to
+# the next separator, or what a quote opens up to the closing quote (``token = "…"``).
 _QUERY = re.compile(
-    rf"(?P<sep>^|[?&;\s,(\[{{]|{_PCT}(?:3f|26|3b))"
+    rf"(?P<sep>^|[?&;#\s,(\[{{\"']|{_PCT}(?:3f|26|3b|23))"
     rf"(?P<name>(?:[a-z0-9_.\-]|{_PCT}(?:5f|2d|2e))+)"
-    rf"(?P<eq>=|{_PCT}3d)"
-    rf"(?P<value>(?:(?!{_PCT}(?:26|23|3b|20|22|27))[^&#;\s\"'<>\\\])}}])+)",
+    rf"(?P<eq>[ \t]*=[ \t]*|{_PCT}3d)"
+    r"(?:\\?(?P<q>[\"']))?"
+    rf"(?P<value>(?(q)(?:(?!\\?(?P=q))[^\n])+|(?:(?!{_PCT}(?:26|23|3b|20|22|27))[^&#;\s\"'<>\\\])}}])+))",
     re.IGNORECASE,
 )
 # A header line or a YAML-like ``name: value``; the name is checked by ``_header_name``.
 _HEADER = re.compile(
-    r"(?P<sep>(?<![\w-])(?P<name>[a-z][a-z0-9_-]*)\s*:[ \t]*"
+    r"(?P<sep>(?<![\w-])(?P<name>[a-z][a-z0-9_-]*)\s*:[ \t]*(?P<q>[\"'])?"
     r"(?:(?:bearer|basic|token|digest|bot|apikey)[ \t]+)?)"
-    r"(?P<value>[^\s\"',;]+)",
+    r"(?P<value>(?(q)(?:(?!(?P=q))[^\n\\])+|[^\s\"',;]+))",
     re.IGNORECASE,
 )
 _BEARER = re.compile(r"(?P<sep>\bbearer[ \t]+)(?P<value>\*\*\*|[a-z0-9._~+/=\-]{4,})", re.IGNORECASE)
@@ -80,29 +95,37 @@ def _words(name: str) -> list[str]:
     return [word for word in re.split(r"[_\-.\s]+", name.lower()) if word]
 
 
+def _named(name: str, whole: frozenset[str], endings: frozenset[str]) -> bool:
+    words = _words(name)
+    tails = {sep.join(words[i:]) for i in range(len(words)) for sep in ("_", "")}
+    return bool(tails & endings) or bool({"_".join(words), "".join(words)} & whole)
+
+
+def credential_name(name: str) -> bool:
+    """Whether a parameter, mapping key or prose ``name = …`` named ``name`` holds a credential:
+    ``api_key``, ``token``, ``openai_api_key``, ``HF_TOKEN``; not ``pad_token`` or ``sort_key``."""
+    name = str(name)
+    return _named(name, _WHOLE, _ENDINGS) or bool(_ENV_CREDENTIAL.fullmatch(name))
+
+
 def secret_name(name: str) -> bool:
-    """Whether a query parameter, header or mapping key named ``name`` holds a credential."""
-    words = _words(str(name))
-    joined = "".join(words)
-    return bool(
-        _SECRET_NAME.match(str(name))
-        or any(word in _SECRET_WORDS for word in words)
-        or joined in _SECRET_WORDS
-        or any("_".join(words[i : i + 2]) in _SECRET_WORDS for i in range(len(words) - 1))
-    )
+    """Whether a query parameter or header named ``name`` holds a credential: also ``key``,
+    ``sig``, ``session``, ``X-Amz-Signature``."""
+    name = str(name)
+    return credential_name(name) or _named(name, _WHOLE | _URL_WHOLE, _ENDINGS | _URL_ENDINGS)
 
 
 def _header_name(name: str) -> bool:
     """Header-like names only: ``Authorization``, ``X-Api-Key``, ``api_key``, ``password``; not a
-    bare ``key:`` or ``token:`` in an error message (``unknown key: retriever``)."""
-    return bool(_SECRET_NAME.match(name)) or ("-" in name and secret_name(name)) or name.lower() == "cookie"
+    bare ``key:`` in an error message (``unknown key: retriever``)."""
+    return credential_name(name) or ("-" in name and secret_name(name)) or name.lower() == "cookie"
 
 
 def _query_name(match: re.Match[str]) -> bool:
-    # after ?, & or ; any credential-like name (``?key=``, ``&sig=``); in prose only a name that
-    # could be nothing else (``api_key=…``, not ``KEY=VALUE`` in a usage message)
-    in_url = match.group("sep")[-1:] in ("?", "&", ";") or match.group("sep").startswith("%")
-    return secret_name(match.group("name")) if in_url else bool(_SECRET_NAME.match(match.group("name")))
+    # after ?, &, ; or # any credential-like name (``?key=``, ``&sig=``); in prose only a name
+    # that could be nothing else (``api_key=…``, not ``KEY=VALUE`` in a usage message)
+    in_url = match.group("sep")[-1:] in ("?", "&", ";", "#") or match.group("sep").startswith("%")
+    return secret_name(match.group("name")) if in_url else credential_name(match.group("name"))
 
 
 # Each pattern is tried at every position (inside a lookahead), so that a value holding another
@@ -180,7 +203,7 @@ def check_no_secrets(params: Mapping[str, Any], where: str, path: str = "") -> N
     """Refuse a parameter (at any depth) whose name says it holds a credential."""
     for key, value in params.items():
         name = f"{path}.{key}" if path else str(key)
-        if _SECRET_NAME.match(str(key)) and value not in (None, ""):
+        if credential_name(str(key)) and value not in (None, ""):
             raise HarnessError(
                 f"{where}: parameter {name!r} holds a credential; parameters are written to config.json, "
                 "leaderboard rows and submissions, so give it through the environment instead "

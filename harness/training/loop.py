@@ -27,8 +27,8 @@ epoch resumed) is easy to get subtly wrong in each plugin.
 
 from __future__ import annotations
 
+import io
 import math
-import os
 import shutil
 import sys
 import time
@@ -211,11 +211,13 @@ class EpochLoop:
             "curve": len(self.context.curve()),
         }
         payload = {"format": FORMAT, "loop": loop, "state": dict(self._state())}
+        # serialised in memory first: torch's writer turns a full disk into an opaque RuntimeError
+        # ("unexpected pos"); atomic_write's makes it the NoSpaceError that names the file
+        buffer = io.BytesIO()
+        torch.save(payload, buffer)
         with atomic_dir(target) as staging:
-            with open(staging / STATE, "wb") as handle:
-                torch.save(payload, handle)
-                handle.flush()
-                os.fsync(handle.fileno())
+            with atomic_write(staging / STATE, "wb") as handle:
+                handle.write(buffer.getbuffer())
             write_manifest(staging)  # last: a checkpoint without it is incomplete
         kept = set(self._saved()[-self.keep :]) | ({self.best_epoch} if self.best_epoch is not None else set())
         for older in self._saved():

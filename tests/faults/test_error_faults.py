@@ -10,9 +10,11 @@ servers that would listen on the network.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +25,7 @@ import pytest
 
 import harness
 from harness import HarnessError
-from harness.testing import Components, OverlapRetriever, TinyDataset, installed_plugins, invoke
+from harness.testing import Components, OverlapRetriever, TinyDataset, installed_plugins, invoke, require
 
 ROOT = Path(__file__).resolve().parents[2]
 FULL = Path("/dev/full")
@@ -163,6 +165,91 @@ def test_a_rust_writers_full_disk_is_the_same_error(tmp_path: Path) -> None:
     assert str(caught.value) == f"no space left on device while writing {tmp_path / 'model'}"
     with pytest.raises(SafetensorError), harness.atomic_dir(tmp_path / "model"):
         raise SafetensorError("header too large")  # any other error stays what it is
+
+
+@pytest.fixture
+def full_fs(tmp_path: Path) -> Iterator[Path]:
+    """A directory on a file system that is full: a 1 MiB tmpfs filled to the last block (a
+    mount needs root: skipped without it; the /dev/full tests above run everywhere)."""
+    mount = tmp_path / "full"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {done.stderr.strip()}")
+    try:
+        with contextlib.suppress(OSError), open(mount / "filler", "wb") as filler:
+            while True:
+                filler.write(b"\0" * 4096)
+                filler.flush()
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _epoch_loop(work: Path, state: dict[str, Any]) -> None:
+    torch = require("torch", install="pip install torch (see the README)")
+    context = harness.TrainContext(cache_dir=work, seed=0, work_dir=work, checkpoint_dir=work / "checkpoint")
+    tensors = {name: torch.as_tensor(value) for name, value in state.items()}
+    loop = harness.EpochLoop(context, 1, state=lambda: tensors, restore=lambda saved: None)
+    for epoch in loop:
+        loop.end(epoch, loss=1.0)  # logs the curve's point, then saves the epoch's checkpoint
+
+
+@pytest.mark.parametrize("disk", ["/dev/full", "tmpfs"])
+def test_a_full_disk_while_saving_an_epoch_checkpoint_names_the_file(
+    tmp_path: Path, request: pytest.FixtureRequest, disk: str
+) -> None:
+    """torch.save onto a full file system raises "[enforce fail at inline_container.cc] unexpected
+    pos": the loop's own write says what happened and where."""
+    if disk == "tmpfs":
+        work = request.getfixturevalue("full_fs") / "work"
+        filler = work.parent / "filler"
+        os.truncate(filler, filler.stat().st_size - 64 * 1024)  # room for the curve, not for the checkpoint
+    else:
+        work = tmp_path / "work"
+        request.getfixturevalue("full_under").append(work.resolve())
+    work.mkdir()
+    with pytest.raises(HarnessError) as caught:
+        _epoch_loop(work, {"weights": np.zeros(50_000)})
+    assert isinstance(caught.value, OSError) and caught.value.errno == errno.ENOSPC
+    assert str(caught.value) == f"no space left on device while writing {work}/epochs/epoch-001/state.pt"
+    assert not list((work / "epochs").iterdir()), "a half-written checkpoint was left behind"
+
+
+_NODES = "id,type,name\n" + "".join(f"n{i},paper,Paper number {i} of many\n" for i in range(2000))
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["import", "tables"], ["export", "-d", "tiny", "--to", "beir"], ["export", "-d", "tiny", "--to", "hf"]],
+)
+def test_a_full_disk_under_out_is_one_line_naming_out(full_fs: Path, tmp_path: Path, command: list[str]) -> None:
+    """Not the hidden staged directory beside --out, not a bare "no space left on device"."""
+    installed_plugins(Components([OverlapRetriever], [TinyDataset]))
+    if command[0] == "import":
+        (tmp_path / "nodes.csv").write_text(_NODES)
+        (tmp_path / "edges.csv").write_text("src,dst,type\nn1,n2,cites\n")
+        (tmp_path / "queries.csv").write_text("id,query,answer_ids,split\n1,paper one,n1,test\n")
+        command = [*command, *(f"--{name}={tmp_path / name}.csv" for name in ("nodes", "edges", "queries"))]
+    out = full_fs / "out"
+    result = invoke(*command, "--out", str(out))
+    assert result.exit_code == 2, result.output
+    line = _one_error_line(result.output)
+    assert re.fullmatch(rf"error: no space left on device while writing {re.escape(str(out))}(/\S+)?", line), line
+    assert sorted(p.name for p in full_fs.iterdir()) == ["filler"], "a staged directory or a lock was left behind"
+
+
+def test_a_setting_from_the_environment_that_is_no_number_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    require("harness_ray", install="pip install 'stark-harness-ray'")
+    monkeypatch.setenv("HARNESS_RAY_WORKER_START_TIMEOUT", "soon")
+    installed_plugins(Components([OverlapRetriever], [TinyDataset]))
+    result = invoke("run", "-r", "overlap", "-d", "tiny", "--executor", "ray", "--dry-run")
+    assert result.exit_code == 2, result.output
+    assert (
+        _one_error_line(result.output) == "error: $HARNESS_RAY_WORKER_START_TIMEOUT='soon' is not a number of seconds"
+    )
 
 
 # -- --metrics that names no metric ----------------------------------------------------------

@@ -89,8 +89,15 @@ def test_the_same_record_twice_is_counted_once_with_a_note(tmp_path: Path) -> No
     log.write_text("".join(lines) + lines[2] + lines[0])
     again = _run(tmp_path)
     assert again.resumed_queries == len(lines) and again.row.metrics == first.row.metrics
-    assert any("2 lines repeat an earlier line word for word" in note for note in again.notes)
+    assert [note for note in again.notes if "word for word" in note] == [
+        f"{log}: 2 lines repeated an earlier line word for word, removed; each query counted once"
+    ]
     assert (again.run_dir / "run.trec").read_text() == (first.run_dir / "run.trec").read_text()
+    assert log.read_text() == "".join(lines), "the repeated lines are still in the log"
+    third = _run(tmp_path)  # nothing left to say
+    assert not [note for note in third.notes if "word for word" in note]
+    log.write_text("".join(lines) + lines[1])
+    assert any(f"{log}: 1 line repeated an earlier" in note for note in _run(tmp_path).notes)
 
 
 class _Twice(harness.Executor):

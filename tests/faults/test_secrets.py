@@ -1,17 +1,21 @@
 """Credentials inside values never reach what the harness writes or prints.
 
 A retriever talking to a fake server on 127.0.0.1 is given planted secrets in its URL's user
-information, its query string (raw and URL-encoded inside another parameter), header options
-and a JSON string; a run, a failing run, ``harness submit``, a merge, a withdrawal (the
-changelog) and the commands that print rows are then scanned: every file under the test's
-directory (runs, caches, bundle members, leaderboards) and everything printed must hold none
-of the planted secrets in any encoding, while the server saw each real value."""
+information (after a ``%40`` in the password), its fragment (``#access_token=``), its query
+string (raw and URL-encoded inside another parameter), header options and a JSON string; a
+run, a failing run, ``harness submit``, a merge, a withdrawal (the changelog) and the commands
+that print rows are then scanned: every file under the test's directory (runs, caches, bundle
+members, leaderboards) and everything printed must hold none of the planted secrets in any
+encoding, while the server saw each real value."""
 
 from __future__ import annotations
 
 import base64
 import json
 import logging
+import os
+import subprocess
+import sys
 import tarfile
 import urllib.parse
 import urllib.request
@@ -24,7 +28,15 @@ import pytest
 from pydantic import Field
 
 import harness
-from harness.run.secrets import REDACTED, RedactingFormatter, check_no_secrets, has_redactions, redact, redacted
+from harness.run.secrets import (
+    REDACTED,
+    RedactingFormatter,
+    check_no_secrets,
+    check_runnable,
+    has_redactions,
+    redact,
+    redacted,
+)
 from harness.testing import JSONHandler, OverlapRetriever, TinyDataset, invoke, serve
 from harness.testing.components import Components, installed_plugins
 
@@ -37,6 +49,7 @@ HEADER_SECRET = "hdrN2v6Yc0D"
 JSON_SECRET = "jsnK8sQe3F5"
 REASON_SECRET = "rsnL3qWp6Z1"
 OTHER_SECRET = "othV5gHj8K2"
+FRAGMENT_SECRET = "frgT6wQz4N8"
 PLANTED = (
     USER_SECRET,
     QUERY_SECRET,
@@ -47,6 +60,7 @@ PLANTED = (
     JSON_SECRET,
     REASON_SECRET,
     OTHER_SECRET,
+    FRAGMENT_SECRET,
 )
 
 
@@ -131,6 +145,28 @@ def assert_clean(root: Path, printed: Sequence[str], besides: frozenset[str] | s
         ("http://h/?client_secret=s3&auth=t&credential=c", "http://h/?client_secret=***&auth=***&credential=***"),
         ("http://h/?api%5Fkey=s3cr3t", "http://h/?api%5Fkey=***"),
         ("http://h/?monkey=1&keyword=2&keys=3", "http://h/?monkey=1&keyword=2&keys=3"),  # not credentials
+        # the user information runs to the last @: a password may hold %40 (%2540 when encoded)
+        ("https://alice:p%40ssw0rd-s3cr3t@127.0.0.1:9/v1", "https://***@127.0.0.1:9/v1"),
+        ("http://a@b@h/v1?q=x@y", "http://***@h/v1?q=x@y"),
+        ("go=https%3A%2F%2Fme%3Ap%2540s3%40b%2Fx", "go=https%3A%2F%2F***%40b%2Fx"),
+        # a fragment (OAuth's implicit flow), raw and encoded
+        ("https://h/cb#access_token=s3&token_type=bearer", "https://h/cb#access_token=***&token_type=bearer"),
+        (
+            "?next=https%3A%2F%2Fh%2Fcb%23access_token%3Ds3%26x%3D1",
+            "?next=https%3A%2F%2Fh%2Fcb%23access_token%3D***%26x%3D1",
+        ),
+        (
+            "http://h/?passphrase=a&session=b&sessionid=c&session_id=d",
+            "http://h/?passphrase=***&session=***&sessionid=***&session_id=***",
+        ),
+        # spaced and quoted values in prose
+        ("token = s3cr3t and password = 'my pw'", "token = *** and password = '***'"),
+        ('api_key="s3cr3t" and HF_TOKEN=hf_s3', 'api_key="***" and HF_TOKEN=***'),
+        ('password: "my pw"', 'password: "***"'),
+        # names are whole names: a parameter or column named after a key or a token is none
+        ("http://h/?sort_key=name&key_column=id&pad_token=x", "http://h/?sort_key=name&key_column=id&pad_token=x"),
+        ("{'pad_token': '<pad>', 'eos_token': '</s>'}", "{'pad_token': '<pad>', 'eos_token': '</s>'}"),
+        ("go=https%3A%2F%2Fexample.org&contact=a%40b.org", "go=https%3A%2F%2Fexample.org&contact=a%40b.org"),
         # a URL inside another URL's query, encoded once and twice
         (
             "http://a/?next=http%3A%2F%2Fb%2F%3Ftoken%3Ds3cr3t%26x%3D1",
@@ -190,11 +226,29 @@ def test_redacted_walks_values_and_redacts_secret_keys_of_headers() -> None:
 
 
 def test_parameters_named_like_credentials_are_refused_without_echoing_the_value() -> None:
-    for params in ({"api_key": "v4lue"}, {"llm": {"token": "v4lue"}}, {"headers": {"Authorization": "v4lue"}}):
+    for params in (
+        {"api_key": "v4lue"},
+        {"llm": {"token": "v4lue"}},
+        {"headers": {"Authorization": "v4lue"}},
+        {"openai_api_key": "v4lue"},
+        {"passphrase": "v4lue"},
+    ):
         with pytest.raises(harness.HarnessError, match="holds a credential") as caught:
             check_no_secrets(params, "retriever 'x'")
         assert "v4lue" not in str(caught.value)
-    check_no_secrets({"keyword": "x", "max_tokens": 3, "api_key": None}, "retriever 'x'")  # not credentials
+    # not credentials: whole names count, not a word of a longer one
+    check_no_secrets(
+        {"keyword": "x", "max_tokens": 3, "api_key": None, "pad_token": "<pad>", "eos_token": "</s>", "sort_key": "id"},
+        "retriever 'x'",
+    )
+
+
+def test_rows_with_key_named_query_parameters_stay_runnable() -> None:
+    url = "http://h/v1?sort_key=name&key_column=id"
+    assert redacted({"base_url": url, "pad_token": "<pad>"}) == {"base_url": url, "pad_token": "<pad>"}
+    check_runnable("row", {"base_url": url, "pad_token": "<pad>"})
+    with pytest.raises(harness.HarnessError, match="credentials removed"):
+        check_runnable("row", {"base_url": redact("http://h/cb#access_token=t0k")})
 
 
 def test_log_records_are_redacted() -> None:
@@ -268,7 +322,9 @@ def server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))  # scanned too
     monkeypatch.setenv("HARNESS_PLUGINS", "")  # the tiny dataset and Remote only
     for name in ("HARNESS_VERBOSE", "TRANSFORMERS_VERBOSITY"):
-        monkeypatch.delenv(name, raising=False)
+        # set, then deleted: both undone after the test, so what --verbose sets in this process goes too
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     installed_plugins(Components([Remote], [TinyDataset]))
@@ -282,7 +338,9 @@ def server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
 def _url(base: str, path: str = "/v1", user_secret: str = USER_SECRET, query_secret: str = QUERY_SECRET) -> str:
     host = base.removeprefix("http://")
     nested = urllib.parse.quote(f"https://other.example/cb?token={NESTED_SECRET}&x=1", safe="")
-    return f"http://scanner:{user_secret}@{host}{path}?model=m&api_key={query_secret}&Sig={SIG_SECRET}&next={nested}"
+    # the password holds an encoded @ before the secret; the fragment carries a token (OAuth)
+    query = f"model=m&api_key={query_secret}&Sig={SIG_SECRET}&next={nested}"
+    return f"http://scanner:pw%40{user_secret}@{host}{path}?{query}#access_token={FRAGMENT_SECRET}&state=s"
 
 
 def _params(base: str, **url: str) -> list[str]:
@@ -385,3 +443,54 @@ def test_registry_entries_with_credentials_are_listed_and_refused_without_them(s
         printed += [result.stdout, result.stderr]
     assert "holds a credential" in printed[-3] and BEARER_SECRET in Server.seen[-1]["headers"]["Authorization"]
     assert_clean(tmp_path, printed, besides={"registry.yaml"})  # the user's own file holds them, nothing else
+
+
+# -- warnings and log records without --verbose -------------------------------------------
+
+WARNED_SECRET = "wrnK7pQ2x9Z"
+WARNING_PLUGIN = f"""
+import logging, warnings
+
+import harness
+from harness.testing import OverlapRetriever, TinyDataset
+
+URL = "http://h/v1?api_key={WARNED_SECRET}&model=m"
+
+
+class Warner(OverlapRetriever):
+    name = "warner"
+
+    def build(self, skb, context):
+        logging.getLogger("x").warning("calling %s", URL)
+        warnings.warn(f"deprecated endpoint {{URL}}")
+        super().build(skb, context)
+
+
+@harness.hookimpl
+def register_datasets(register):
+    register(TinyDataset)
+
+
+@harness.hookimpl
+def register_retrievers(register):
+    register(Warner)
+"""
+
+
+def test_warnings_and_log_records_are_redacted_without_verbose(tmp_path: Path) -> None:
+    """Without --verbose a WARNING record went through Python's last-resort handler and a
+    ``warnings.warn`` through ``showwarning``: both printed the URL as it was."""
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "warner.py").write_text(WARNING_PLUGIN)
+    env = {**os.environ, "HARNESS_PLUGINS": "", "HARNESS_CACHE": str(tmp_path / "cache")}
+    env.pop("HARNESS_VERBOSE", None)
+    harness_cli = str(Path(sys.executable).with_name("harness"))
+    done = subprocess.run(
+        [harness_cli, "--plugins-dir", str(plugins), "run", "-r", "warner", "-d", "tiny", "--output", "runs"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "calling http://h/v1?api_key=***&model=m" in done.stderr, done.stderr
+    assert "deprecated endpoint http://h/v1?api_key=***&model=m" in done.stderr, done.stderr
+    assert not leaks((done.stdout + done.stderr).encode(), [WARNED_SECRET]), done.stderr

@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import click
 
@@ -211,8 +211,15 @@ def _jsonl(row: dict[str, Any]) -> str:
     return json.dumps(row, ensure_ascii=False) + "\n"
 
 
-def _open(path: Path) -> Any:
-    return path.open("w", encoding="utf-8", newline="\n")
+@contextlib.contextmanager
+def _open(path: Path) -> Iterator[IO[str]]:
+    try:
+        with path.open("w", encoding="utf-8", newline="\n") as handle:
+            yield handle
+    except OSError as exc:
+        if exc.filename is None and exc.errno is not None:  # a write's error (a full disk) names no file: say which
+            exc.filename = str(path)
+        raise
 
 
 # -- output: whole or nothing ----------------------------------------------------------

@@ -78,7 +78,9 @@ def claimed(target: Path) -> Iterator[None]:
 
 def _lock(path: Path) -> Callable[[], None] | None:
     """An exclusive lock on ``path`` (created if need be) without waiting: the function that
-    releases it, or None when another process holds it."""
+    releases it, or None when another process holds it. Not the core's ``harness.exclusive``:
+    that one waits, and its lock file (filelock's) stays beside the target after release; this
+    one refuses at once and its file is removed while held (the inode check below covers that)."""
     try:
         import fcntl
     except ImportError:  # Windows: filelock's lock (the core's dependency)
@@ -113,7 +115,8 @@ def _lock(path: Path) -> Callable[[], None] | None:
 
 def clean_stale(target: Path) -> list[str]:
     """Delete the staged directories beside ``target`` (call it holding ``target``'s lock: none
-    of them is then being written). Returns their names."""
+    of them is then being written). Returns their names. The core's ``clean_stale`` holds no lock,
+    so it trusts the process id in a name and spares a live one's; under the lock none is live."""
     pattern = _stale_names(target.name)
     try:
         stale = [p for p in target.parent.iterdir() if pattern.match(p.name)]
@@ -155,6 +158,22 @@ def output_dir(target: Path, replace: bool) -> Iterator[Path]:
                 raise harness.HarnessError(
                     f"{target} appeared while it was being written ({exc.strerror}); nothing was written to it"
                 ) from None
-        except BaseException:
+        except BaseException as exc:
             shutil.rmtree(staged, ignore_errors=True)
+            if isinstance(exc, OSError):
+                _in_out(exc, staged, target)
             raise
+
+
+def _in_out(exc: OSError, staged: Path, target: Path) -> None:
+    """Make ``exc`` (a full disk, say) name the path under ``target`` the user gave, not our hidden
+    staged directory; a write's error that names no file (``write``, ``writelines``) names
+    ``target``. The core's full-disk error says its path in its message, which is rewritten too."""
+    name = os.fspath(exc.filename) if isinstance(exc.filename, (str, os.PathLike)) else None
+    if name is None:
+        if exc.errno is not None:  # without an errno a filename would spoil its message
+            exc.filename = str(target)
+    elif name == str(staged) or name.startswith(str(staged) + os.sep):
+        exc.filename = str(target) + name[len(str(staged)) :]
+    if isinstance(exc, harness.HarnessError) and exc.args:
+        exc.args = (str(exc.args[0]).replace(str(staged), str(target)), *exc.args[1:])

@@ -40,6 +40,17 @@ FORWARDED = (
 _POLL = 0.5
 
 
+def _seconds_from_env(name: str, default: float) -> float:
+    """``$name`` as seconds, else ``default``; anything else is one error naming the variable."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        raise harness.HarnessError(f"${name}={value!r} is not a number of seconds") from None
+
+
 class RayExecutor(harness.Executor):
     """Work on a Ray cluster's workers: actors holding the worker a factory builds (a model, a
     built retriever), restarted and their item retried when a worker process dies."""
@@ -67,7 +78,7 @@ class RayExecutor(harness.Executor):
         )
         connect_timeout: float = Field(60.0, gt=0, description="seconds to wait for the cluster to answer")
         worker_start_timeout: float = Field(
-            default_factory=lambda: float(os.environ.get("HARNESS_RAY_WORKER_START_TIMEOUT", 120)),
+            default_factory=lambda: _seconds_from_env("HARNESS_RAY_WORKER_START_TIMEOUT", 120.0),
             gt=0,
             description="seconds to wait for the workers of a map to start, the run going on with those that did "
             "(default: $HARNESS_RAY_WORKER_START_TIMEOUT, else 120; a busy machine starts them slowly)",
