@@ -60,3 +60,18 @@ def train_splits(root: Path) -> dict[str, list[Query]]:
     if path.exists():
         splits["train-templated"] = read_stark_csv(path)
     return {name: queries for name, queries in splits.items() if queries}
+
+
+def read_split(directory: Path, skb: Any) -> tuple[list[Query], list[dict[str, Any]], dict[str, Any], list[str]]:
+    """A shipped train directory read back for its checks: the queries, the provenance records,
+    the statistics, and the first problem of any split (merged on another SKB than ``skb``)."""
+    queries = read_stark_csv(directory / "queries.csv")
+    with lzma.open(directory / "provenance.jsonl.xz", "rt", encoding="utf-8") as handle:
+        records = [json.loads(line) for line in handle if line.strip()]
+    stats = json.loads((directory / "statistics.json").read_text(encoding="utf-8"))
+    problems = []
+    if stats.get("skb_fingerprint") != skb.fingerprint:
+        problems.append(
+            f"{directory.name}: merged on SKB {stats.get('skb_fingerprint')}, not this one ({skb.fingerprint})"
+        )
+    return queries, records, stats, problems

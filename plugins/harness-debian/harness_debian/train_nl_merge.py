@@ -17,7 +17,7 @@ from typing import Any
 
 from harness import SKB, HarnessError, Query
 from harness_debian.queries_v2 import Graph
-from harness_debian.train_files import write
+from harness_debian.train_files import read_split, write
 from harness_debian.train_nl_check import content, jaccard
 from harness_debian.train_nl_core import FIRST_ID, KIND, check, evaluation
 
@@ -92,19 +92,9 @@ def shipped_problems(root: Path, skb: SKB, evaluation_queries: list[Query]) -> l
     """Problems of the natural-language ``root/train``: merged on this SKB, its queries are its
     provenance's, every answer set is what the SKB gives (relational candidates, literal judge)
     and no answer answers an evaluation query (the texts themselves: ``check``)."""
-    import lzma
-
-    from harness import read_stark_csv
     from harness_synthesis.requests import property_holds
 
-    directory = root / "train"
-    queries = read_stark_csv(directory / "queries.csv")
-    with lzma.open(directory / "provenance.jsonl.xz", "rt", encoding="utf-8") as handle:
-        records = [json.loads(line) for line in handle if line.strip()]
-    stats = json.loads((directory / "statistics.json").read_text(encoding="utf-8"))
-    problems = []
-    if stats.get("skb_fingerprint") != skb.fingerprint:
-        problems.append(f"train: merged on SKB {stats.get('skb_fingerprint')}, not this one ({skb.fingerprint})")
+    queries, records, stats, problems = read_split(root / "train", skb)
     if [(q.id, q.text, list(q.answer_ids)) for q in queries] != [
         (r["id"], r["text"], [a["id"] for a in r["answers"]]) for r in records
     ]:

@@ -35,14 +35,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import lzma
 import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from harness import SKB, HarnessError, Query, read_stark_csv
-from harness_debian.train_files import templated_dir, write
+from harness import SKB, HarnessError, Query
+from harness_debian.train_files import read_split, templated_dir, write
 
 FIRST_ID = 100_000
 _ECHO = re.compile(r"short propert|taken from the text|a few words|one per line", re.IGNORECASE)
@@ -262,13 +261,7 @@ def check(root: Path, skb: SKB, evaluation: list[Query]) -> list[str]:
     if directory is None or not (directory / "queries.csv").exists():
         return []
     name = directory.name
-    queries = read_stark_csv(directory / "queries.csv")
-    with lzma.open(directory / "provenance.jsonl.xz", "rt", encoding="utf-8") as handle:
-        records = [json.loads(line) for line in handle if line.strip()]
-    stats = json.loads((directory / "statistics.json").read_text(encoding="utf-8"))
-    problems = []
-    if stats.get("skb_fingerprint") != skb.fingerprint:
-        problems.append(f"{name}: merged on SKB {stats.get('skb_fingerprint')}, not this one ({skb.fingerprint})")
+    queries, records, stats, problems = read_split(directory, skb)
     if [(q.id, q.text, list(q.answer_ids)) for q in queries] != [
         (r["id"], r["query"], r["answer_ids"]) for r in records
     ]:
