@@ -143,7 +143,8 @@ def test_debian_splits_are_told_from_file_names_before_its_files_are_read(tmp_pa
     (tmp_path / "qa" / "stark_qa" / "stark_qa.csv").write_text("not,a,query,file\n\x00")
     code, err = invoke("run", "-d", "debian", "-s", "validation", "--data-dir", str(tmp_path))
     assert code == 2 and err == (
-        "error: dataset 'debian' has no split 'validation' (did you mean 'val'?); its splits: test, train, val"
+        "error: dataset 'debian' has no split 'validation' (did you mean 'val'?); "
+        "its splits: test, test-paraphrased, train, train-templated, val"
     )
     code, err = invoke("run", "-d", "debian", "-s", "val", "--data-dir", str(tmp_path))
     assert code == 2 and "stark_qa.csv" in err  # a split that exists goes on to read the file

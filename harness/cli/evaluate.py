@@ -139,9 +139,9 @@ def evaluate_cmd(
     if fmt == "json":
         echo_json(summary)
     else:  # ×100, as run, compare and the leaderboard print them; JSON keeps fractions
-        names = ["queries", *summary["metrics"]]
-        cells = [[str(len(qids)), *(f"{100 * v:.2f}" for v in summary["metrics"].values())]]
-        print_table(f"{run_file} (metrics ×100)", names, cells, right=set(names))
+        names = list(summary["metrics"])
+        cells = [[f"{100 * v:.2f}" for v in summary["metrics"].values()]]
+        print_table(f"{run_file}: {len(qids)} queries (metrics ×100)", names, cells, right=set(names))
     if missing and complete:
         console.print(
             f"note: {missing} of the {judged} qrels queries are missing from the run (scored 0)",

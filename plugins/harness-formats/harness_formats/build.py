@@ -136,7 +136,7 @@ class SKBBuilder:
         import numpy as np
 
         if len(self.src):
-            self._edge_parts.append(tuple(np.asarray(a) for a in (self.src, self.dst, self.edge_type)))
+            self._edge_parts.append((np.asarray(self.src), np.asarray(self.dst), np.asarray(self.edge_type)))
             self.src, self.dst, self.edge_type = array("q"), array("q"), array("i")
 
     def edges(self) -> tuple[Any, Any, Any]:
