@@ -105,7 +105,7 @@ def paired_test(a: np.ndarray, b: np.ndarray, resamples: int = 10_000, seed: int
 MIN_GROUP = 2
 
 
-def query_groups(run: str | Path, field: str, data_dir: str | None = None) -> dict[int, str]:
+def query_groups(run: str | Path, field: str, data_dir: str | None = None, option: str = "--by") -> dict[int, str]:
     """Query id → the value of ``metadata[field]`` of the queries the run evaluated, read from
     the dataset its ``config.json`` names (rebuilt from its plugin and parameters). Refuses when
     the dataset's queries are no longer the ones the run evaluated, or no query has the field."""
@@ -116,25 +116,25 @@ def query_groups(run: str | Path, field: str, data_dir: str | None = None) -> di
         info = ComponentInfo.model_validate(config["dataset"])
         split, digest, fraction, seed = config["split"], config["queries"], config.get("sample"), config.get("seed")
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise HarnessError(f"compare --by: {path} has no readable config.json naming its dataset ({exc})") from None
+        raise HarnessError(f"compare {option}: {path} has no readable config.json naming its dataset ({exc})") from None
     queries = dataset_from_row(info, data_dir).load_queries().split(split)
     if fraction:  # the run's seeded sample, drawn again as the runner drew it
         queries = sample(queries, fraction, seed)
     if queries_digest(queries) != digest:
         raise HarnessError(
-            f"compare --by: the queries of {info.name}/{split} are not the ones {path} evaluated (digest "
+            f"compare {option}: the queries of {info.name}/{split} are not the ones {path} evaluated (digest "
             f"{queries_digest(queries)}, the run's {digest}): the dataset changed since the run"
         )
     groups = {q.id: q.metadata[field] for q in queries if field in q.metadata}
     if not groups:
         known = sorted({key for q in queries for key in q.metadata})
         raise HarnessError(
-            f"compare --by: no query of {info.name}/{split} has {field!r} in its metadata "
+            f"compare {option}: no query of {info.name}/{split} has {field!r} in its metadata "
             f"(they have: {', '.join(known) or 'none'})"
         )
     unusable = sorted({type(v).__name__ for v in groups.values() if not isinstance(v, str | int | float | bool)})
     if unusable:
-        raise HarnessError(f"compare --by: {field!r} holds {', '.join(unusable)} values, not one value per query")
+        raise HarnessError(f"compare {option}: {field!r} holds {', '.join(unusable)} values, not one value per query")
     return {qid: str(value) for qid, value in groups.items()}
 
 

@@ -213,7 +213,9 @@ def compare(
         groups = query_groups(runs[0], field, data_dir) if field else None
         pairs = None
         if pair_by:  # another split's queries, each naming the first run's query it stands for
-            pairs = [{q: int(v) for q, v in query_groups(run, pair_by, data_dir).items()} for run in runs[1:]]
+            pairs = [
+                {q: int(v) for q, v in query_groups(run, pair_by, data_dir, "--pair-by").items()} for run in runs[1:]
+            ]
         results = compare_runs(list(runs), metric, resamples, seed, groups, pairs)
     else:
         groups = None
