@@ -240,15 +240,7 @@ def test_a_sigkilled_training_whose_last_epoch_checkpoint_is_damaged_resumes_fro
     [work] = (cache / "checkpoints").glob("*.work")
     state = work / "epochs" / "epoch-003" / "state.pt"
     assert (state.parent / MANIFEST).is_file(), "epoch 3's checkpoint was not complete when killed"
-    data = bytearray(state.read_bytes())
-    data[len(data) // 2] ^= 0x01
-    state.write_bytes(bytes(data))
-    capfd.readouterr()
-    TorchOverlap.trained.clear()
-    resumed = _run(tmp_path / "resumed", cache)
-    warning = capfd.readouterr().err
-    assert f"warning: epoch checkpoint {state.parent} is damaged (state.pt does not match its digest)" in warning
-    assert TorchOverlap.trained == [3, 4, 5], "not resumed from epoch 2, the last good checkpoint"
+    resumed = _damaged_and_resumed(state, 0x01, tmp_path, cache, capfd)
     assert json.loads((checkpoint_entry(resumed, cache) / "fit.json").read_text())["epochs"] == 3
     _same_as_uninterrupted(resumed, cache, tmp_path)
 
@@ -263,8 +255,15 @@ def test_a_damaged_epoch_checkpoint_is_discarded_and_an_earlier_one_resumed(
     assert TorchOverlap.trained == [1, 2, 3]
     [work] = (cache / "checkpoints").glob("*.work")
     state = work / "epochs" / "epoch-003" / "state.pt"
+    resumed = _damaged_and_resumed(state, 0xFF, tmp_path, cache, capfd)
+    _same_as_uninterrupted(resumed, cache, tmp_path)
+
+
+def _damaged_and_resumed(state: Path, flip: int, tmp_path: Path, cache: Path, capfd: pytest.CaptureFixture[str]) -> Any:
+    """Epoch 3's ``state`` with one byte flipped (the size unchanged), then training resumed:
+    it warns, drops that checkpoint and trains epochs 3-5 again from epoch 2's."""
     data = bytearray(state.read_bytes())
-    data[len(data) // 2] ^= 0xFF  # one byte, the size unchanged
+    data[len(data) // 2] ^= flip
     state.write_bytes(bytes(data))
     capfd.readouterr()
     TorchOverlap.trained.clear()
@@ -272,7 +271,7 @@ def test_a_damaged_epoch_checkpoint_is_discarded_and_an_earlier_one_resumed(
     warning = capfd.readouterr().err
     assert f"warning: epoch checkpoint {state.parent} is damaged (state.pt does not match its digest)" in warning
     assert TorchOverlap.trained == [3, 4, 5], "not resumed from epoch 2, the last good checkpoint"
-    _same_as_uninterrupted(resumed, cache, tmp_path)
+    return resumed
 
 
 # -- the loop alone ------------------------------------------------------------------------
